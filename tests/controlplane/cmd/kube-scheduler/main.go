@@ -1,0 +1,18 @@
+// Command kube-scheduler is upstream's default scheduler, built from the
+// pinned module; benchmarks compare kai against it.
+package main
+
+import (
+	"os"
+	_ "time/tzdata" // time zones for CronJob, as in the upstream binary
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"          // --logging-format=json
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics on /metrics
+	_ "k8s.io/component-base/metrics/prometheus/version"  // build-info metric
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewSchedulerCommand()))
+}
