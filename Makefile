@@ -1,0 +1,37 @@
+# One-line entry points for a fresh machine (see README).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup demo test lint controlplane bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+## Set up and run the demo: `kai simulate` on the example cluster.
+demo: $(STAMP)
+	$(BIN)/kai simulate examples/demo-cluster.yaml
+
+## Build the real Kubernetes control plane used by the integration tests (cached, outside the checkout).
+controlplane:
+	bash tests/controlplane/build.sh
+
+## Set up and run the whole test suite, integration tests included, plus lint and type checks.
+test: $(STAMP) controlplane lint
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check kai tests bench
+	$(BIN)/mypy kai bench
+
+bench: $(STAMP)
+	$(BIN)/python bench/engine.py --nodes 1000 --pods 10000
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

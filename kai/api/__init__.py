@@ -1,0 +1,1 @@
+"""Kubernetes-facing types: the wire format (CRD models, quantities) and its parsing into engine objects."""

@@ -1,0 +1,162 @@
+"""Free capacity of each node, including the memory left on each shared GPU device.
+
+KAI's node model: whole GPUs are a count; a device opened for sharing leaves the
+count and becomes a memory bin (a "GPU group") that fractional pods fill. This
+module derives that state from the pods already on the nodes, and offers the
+placement primitives (fit, take, give back) that the greedy pass and the decoder
+of the solver's answer both use.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from kai.engine.model import Node, Pod
+from kai.engine.resources import Resources
+
+_GROUP_NAMESPACE = uuid.UUID("6f1c8f3e-4f7e-4d1b-9a57-1f2d7c0e5a10")
+
+
+def new_group_id(node: str, index: int) -> str:
+    """A deterministic id for the index-th device a node opens for sharing (a valid label value)."""
+    return str(uuid.uuid5(_GROUP_NAMESPACE, f"{node}:{index}"))
+
+
+@dataclass
+class NodeCapacity:
+    """What is still free on one node. Mutable: placements take from it and can give back."""
+
+    node: Node
+    cpu: Fraction
+    memory: Fraction
+    pods: int
+    whole_gpus: int
+    shared: dict[str, int] = field(default_factory=dict)  # group id -> MiB used on that device
+    opened: int = 0  # devices this cycle opened for sharing, to name new groups
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    def copy(self) -> NodeCapacity:
+        return NodeCapacity(
+            self.node, self.cpu, self.memory, self.pods, self.whole_gpus, dict(self.shared), self.opened
+        )
+
+    def fits_base(self, pod: Pod) -> bool:
+        return (
+            self.pods >= 1
+            and pod.request.cpu <= self.cpu
+            and pod.request.memory <= self.memory
+            and pod.gpu.whole <= self.whole_gpus
+        )
+
+    def shared_candidates(self, pod: Pod) -> list[str] | None:
+        """The devices a fractional pod would take here (best fit first), or None if it does not fit.
+
+        Existing groups with room come first, fullest first (KAI's gpupack order); then
+        whole idle devices, which would be opened as new groups (named "" until taken).
+        """
+        need = pod.gpu.memory_on(self.node.gpu_memory_mib)
+        if need > self.node.gpu_memory_mib:
+            return None
+        existing = sorted(
+            (group for group, used in self.shared.items() if used + need <= self.node.gpu_memory_mib),
+            key=lambda group: (-self.shared[group], group),
+        )
+        chosen = existing[: pod.gpu.devices]
+        missing = pod.gpu.devices - len(chosen)
+        if missing > self.whole_gpus:
+            return None
+        return chosen + [""] * missing
+
+    def fits(self, pod: Pod) -> bool:
+        if not self.fits_base(pod):
+            return False
+        return not pod.gpu.is_fractional or self.shared_candidates(pod) is not None
+
+    def take(self, pod: Pod, groups: Iterable[str] | None = None) -> tuple[str, ...]:
+        """Place the pod here and return the shared groups it sits on. The caller checked `fits`."""
+        self.cpu -= pod.request.cpu
+        self.memory -= pod.request.memory
+        self.pods -= 1
+        self.whole_gpus -= pod.gpu.whole
+        if not pod.gpu.is_fractional:
+            return ()
+        chosen = list(groups) if groups is not None else self.shared_candidates(pod)
+        assert chosen is not None, f"{pod.key} does not fit on {self.name}"
+        need = pod.gpu.memory_on(self.node.gpu_memory_mib)
+        taken: list[str] = []
+        for group in chosen:
+            if not group:
+                group = self._open_group()
+            self.shared[group] = self.shared.get(group, 0) + need
+            taken.append(group)
+        return tuple(taken)
+
+    def _open_group(self) -> str:
+        self.whole_gpus -= 1
+        while True:
+            group = new_group_id(self.name, self.opened)
+            self.opened += 1
+            if group not in self.shared:
+                return group
+
+    def gpu_used_fraction(self) -> Fraction:
+        """Share of this node's GPUs in use, counting shared devices by their used memory."""
+        if not self.node.gpus:
+            return Fraction(0)
+        shared_use = sum(
+            (Fraction(used, self.node.gpu_memory_mib) for used in self.shared.values()), Fraction(0)
+        )
+        whole_used = self.node.gpus - self.whole_gpus - len(self.shared)
+        return (whole_used + shared_use) / self.node.gpus
+
+
+def initial_capacity(nodes: Iterable[Node], pods: Iterable[Pod]) -> dict[str, NodeCapacity]:
+    """Free capacity per node after every pod that occupies a node (any scheduler's) is subtracted.
+
+    A running fractional pod whose device is not named (no `runai-gpu-group` label)
+    is put on a device deterministically, so its memory is accounted all the same.
+    """
+    capacity = {
+        node.name: NodeCapacity(
+            node, node.allocatable.cpu, node.allocatable.memory, node.max_pods, node.gpus
+        )
+        for node in nodes
+    }
+    unnamed: list[Pod] = []
+    for pod in sorted(pods, key=lambda p: p.key):
+        if not pod.phase.occupies_node or pod.node not in capacity:
+            continue
+        cap = capacity[pod.node]
+        if pod.gpu.is_fractional and not pod.gpu_groups:
+            unnamed.append(pod)
+            continue
+        cap.cpu -= pod.request.cpu
+        cap.memory -= pod.request.memory
+        cap.pods -= 1
+        cap.whole_gpus -= pod.gpu.whole
+        need = pod.gpu.memory_on(cap.node.gpu_memory_mib) if pod.gpu.is_fractional else 0
+        for group in pod.gpu_groups:
+            if group not in cap.shared:
+                cap.whole_gpus -= 1
+                cap.shared[group] = 0
+            cap.shared[group] += need
+    for pod in unnamed:
+        cap = capacity[pod.node]  # type: ignore[index]
+        candidates = cap.shared_candidates(pod) or [""] * pod.gpu.devices
+        cap.take(pod, candidates)
+    return capacity
+
+
+def total_allocatable(nodes: Iterable[Node]) -> Resources:
+    """The cluster total that fair share divides: allocatable of Ready nodes (kai-semantics §10.1)."""
+    total = Resources()
+    for node in nodes:
+        if node.ready:
+            total = total + node.allocatable
+    return total

@@ -1,0 +1,90 @@
+"""Which nodes a pod may use: node readiness, cordons, taints, nodeSelector and required node affinity.
+
+These are the predicates KAI borrows from kube-scheduler's filter plugins. They
+depend only on the node and the pod's `Placement`, so the engine evaluates them once
+per distinct placement and node class instead of once per pod and node.
+"""
+
+from __future__ import annotations
+
+from kai.engine.model import Node, Placement, Requirement, Taint, Toleration
+
+_HARD_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def node_accepts(node: Node, placement: Placement) -> bool:
+    """True when a pod with this placement may be bound to the node."""
+    if node.unschedulable or not node.ready:
+        return False
+    labels = dict(node.labels)
+    if any(labels.get(key) != value for key, value in placement.node_selector):
+        return False
+    if placement.affinity_terms and not any(
+        all(_requirement_holds(req, labels, node.name) for req in term)
+        for term in placement.affinity_terms
+    ):
+        return False
+    return all(
+        _tolerated(taint, placement.tolerations)
+        for taint in node.taints
+        if taint.effect in _HARD_EFFECTS
+    )
+
+
+def rejection_reason(node: Node, placement: Placement) -> str | None:
+    """The first predicate the node fails for this placement, in words; None when it accepts."""
+    if not node.ready:
+        return "node is not Ready"
+    if node.unschedulable:
+        return "node is cordoned (spec.unschedulable)"
+    labels = dict(node.labels)
+    for key, value in placement.node_selector:
+        if labels.get(key) != value:
+            return f"nodeSelector {key}={value} does not match"
+    if placement.affinity_terms and not any(
+        all(_requirement_holds(req, labels, node.name) for req in term)
+        for term in placement.affinity_terms
+    ):
+        return "required node affinity does not match"
+    for taint in node.taints:
+        if taint.effect in _HARD_EFFECTS and not _tolerated(taint, placement.tolerations):
+            return f"taint {taint.key}={taint.value or ''}:{taint.effect} is not tolerated"
+    return None
+
+
+def _requirement_holds(req: Requirement, labels: dict[str, str], node_name: str) -> bool:
+    value = node_name if req.key == "metadata.name" else labels.get(req.key)
+    match req.operator:
+        case "In":
+            return value is not None and value in req.values
+        case "NotIn":
+            return value is None or value not in req.values
+        case "Exists":
+            return value is not None
+        case "DoesNotExist":
+            return value is None
+        case "Gt" | "Lt":
+            if value is None or not req.values:
+                return False
+            try:
+                left, right = int(value), int(req.values[0])
+            except ValueError:
+                return False
+            return left > right if req.operator == "Gt" else left < right
+    return False
+
+
+def _tolerated(taint: Taint, tolerations: tuple[Toleration, ...]) -> bool:
+    return any(_tolerates(toleration, taint) for toleration in tolerations)
+
+
+def _tolerates(toleration: Toleration, taint: Taint) -> bool:
+    if toleration.effect is not None and toleration.effect != taint.effect:
+        return False
+    if toleration.key is None:  # an empty key with Exists tolerates every taint
+        return toleration.operator == "Exists"
+    if toleration.key != taint.key:
+        return False
+    if toleration.operator == "Exists":
+        return True
+    return (toleration.value or "") == (taint.value or "")

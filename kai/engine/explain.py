@@ -1,0 +1,103 @@
+"""Why a gang is still pending, in words with numbers.
+
+Every PodGroup the cycle leaves pending gets a reason code and a message that
+names the queue, the resource and the amounts, or the pod and the node predicate
+that failed. This is the answer to "why is my pod pending?", the complaint users
+of other schedulers raise most.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+
+from kai.engine.budget import QueueBudget, Refusal, describe_amount
+from kai.engine.capacity import NodeCapacity
+from kai.engine.eligibility import rejection_reason
+from kai.engine.gangs import GangRequest
+from kai.engine.greedy import UNSCHEDULABLE
+from kai.engine.model import Node, Pod
+
+NOT_ENOUGH_PODS = "NotEnoughPods"
+
+
+def explain_incomplete(gang: GangRequest) -> Refusal:
+    group = gang.group
+    have = gang.active + gang.pending
+    return Refusal(
+        NOT_ENOUGH_PODS,
+        f"PodGroup {group.key} has {have} pods (running {gang.active}, pending {gang.pending}); "
+        f"minMember is {group.min_member}, so it waits for {gang.missing} more",
+    )
+
+
+def explain_pending(
+    gang: GangRequest,
+    budget_after: QueueBudget,
+    capacity_before: Mapping[str, NodeCapacity],
+    capacity_after: Mapping[str, NodeCapacity],
+    nodes: Mapping[str, Node],
+    accounting_memory_mib: int,
+) -> Refusal:
+    """The reason a gang that passed its own quota check was still not placed."""
+    group = gang.group
+    request = gang.core_request(accounting_memory_mib)
+    refusal = budget_after.check(group.queue, request, group.preemptible)
+    if refusal is not None:
+        return Refusal(refusal.reason, refusal.message + " after this cycle's other placements")
+    for pod in gang.core:
+        reasons = _node_rejections(pod, capacity_before, nodes)
+        if reasons is not None:
+            return Refusal(UNSCHEDULABLE, f"pod {pod.key} fits no node: {reasons}")
+    free_gpus = sum(cap.whole_gpus for cap in capacity_after.values())
+    return Refusal(
+        UNSCHEDULABLE,
+        f"gang of {len(gang.core)} pods needs {describe_amount('gpu', request.gpu)}, "
+        f"{request.cpu}m cpu together; it fits an idle cluster but not what is free after "
+        f"this cycle's placements of higher-ranked gangs ({free_gpus} whole GPUs free, "
+        f"no node set fits the whole gang)",
+    )
+
+
+def _node_rejections(
+    pod: Pod, capacity: Mapping[str, NodeCapacity], nodes: Mapping[str, Node]
+) -> str | None:
+    """Counts of why each node refuses the pod, or None when some node would take it."""
+    tally: Counter[str] = Counter()
+    for name in sorted(nodes):
+        node = nodes[name]
+        predicate = rejection_reason(node, pod.placement)
+        if predicate is not None:
+            tally[predicate] += 1
+            continue
+        fit = _capacity_shortfall(pod, capacity[name])
+        if fit is None:
+            return None
+        tally[fit] += 1
+    if not tally:
+        return "the cluster has no nodes"
+    return "; ".join(f"{count} node(s): {reason}" for reason, count in sorted(tally.items()))
+
+
+def _capacity_shortfall(pod: Pod, cap: NodeCapacity) -> str | None:
+    checks: list[tuple[bool, Callable[[], str]]] = [
+        (cap.pods < 1, lambda: "no pod slots left"),
+        (pod.request.cpu > cap.cpu, lambda: f"insufficient cpu (needs {pod.request.cpu}m, free {cap.cpu}m)"),
+        (
+            pod.request.memory > cap.memory,
+            lambda: f"insufficient memory (needs {pod.request.memory} bytes, free {cap.memory})",
+        ),
+        (
+            pod.gpu.whole > cap.whole_gpus,
+            lambda: f"insufficient GPUs (needs {pod.gpu.whole}, free {cap.whole_gpus})",
+        ),
+    ]
+    for failed, message in checks:
+        if failed:
+            return message()
+    if pod.gpu.is_fractional and cap.shared_candidates(pod) is None:
+        need = pod.gpu.memory_on(cap.node.gpu_memory_mib)
+        return (
+            f"no GPU device with {need} MiB free (device memory {cap.node.gpu_memory_mib} MiB)"
+        )
+    return None

@@ -1,0 +1,72 @@
+"""The order in which pending gangs are offered resources: KAI's `JobsOrderByQueues` (kai-semantics §7.3).
+
+Within a leaf queue, gangs go by PodGroup priority, gangs below their minimum
+before elastic growth, then age, then name. Across queues the walk starts at the
+root and, at each level, follows the sibling that the queue order (§10.6) ranks
+first given its best gang, re-evaluated after every admission, so queues
+interleave the way KAI's do. The greedy pass follows this order; decoding uses it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Mapping
+from datetime import datetime
+
+from kai.engine.fairshare import QueueShare
+from kai.engine.gangs import GangRequest
+from kai.engine.model import Queue
+from kai.engine.queue_order import queue_order_key
+from kai.engine.resources import Resources
+
+_EPOCH = datetime(1970, 1, 1).astimezone()
+
+
+def gang_order_key(request: GangRequest) -> tuple[int, int, datetime, str]:
+    group = request.group
+    return (-group.priority, 0 if request.core else 1, group.created or _EPOCH, group.key)
+
+
+def ordered_gangs(
+    requests: list[GangRequest],
+    queues: Mapping[str, Queue],
+    shares: Mapping[str, QueueShare],
+    allocated: Callable[[str], Resources],
+    job_size: Callable[[GangRequest], Resources],
+    total: Resources,
+) -> Iterator[GangRequest]:
+    """Yield gangs in KAI's order. `allocated` is read at each step, so admissions re-rank queues."""
+    waiting: dict[str, list[GangRequest]] = defaultdict(list)
+    for request in sorted(requests, key=gang_order_key, reverse=True):
+        waiting[request.group.queue].append(request)
+    children: dict[str | None, list[str]] = defaultdict(list)
+    for queue in sorted(queues.values(), key=lambda q: q.name):
+        children[queue.parent if queue.parent in queues else None].append(queue.name)
+
+    def best_under(parent: str | None) -> tuple[str, GangRequest] | None:
+        candidates: list[tuple[object, str, GangRequest]] = []
+        for name in children.get(parent, []):
+            head = (name, waiting[name][-1]) if waiting.get(name) else best_under(name)
+            if head is None:
+                continue
+            share = shares.get(name)
+            if share is None:
+                continue
+            current = dataclasses.replace(share, allocated=allocated(name))
+            key = queue_order_key(current, queues[name], job_size(head[1]), total)
+            candidates.append((key, head[0], head[1]))
+        if not candidates:
+            return None
+        _, leaf, gang = min(candidates, key=lambda c: c[0])  # type: ignore[arg-type, return-value]
+        return leaf, gang
+
+    while True:
+        picked = best_under(None)
+        if picked is None:
+            return
+        leaf, gang = picked
+        waiting[leaf].pop()
+        if not waiting[leaf]:
+            del waiting[leaf]
+        yield gang

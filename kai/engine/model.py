@@ -1,0 +1,252 @@
+"""Engine objects: the immutable snapshot of a cluster that one scheduling cycle reasons about.
+
+These types carry no Kubernetes wire format. The adapters (`kai.api.parse` for
+manifests, the simulator, the live watch cache) translate objects into them, so the
+engine sees the same shapes whether it runs live or in `kai simulate`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from fractions import Fraction
+
+from kai.engine.resources import Resources
+
+UNLIMITED = Fraction(-1)
+"""KAI's special value for an unlimited quota (deserved = everything) or limit (no cap)."""
+
+DEFAULT_QUEUE_PRIORITY = 100
+DEFAULT_PODGROUP_PRIORITY = 50
+NON_PREEMPTIBLE_PRIORITY_THRESHOLD = 100
+
+
+class PodPhase(enum.Enum):
+    """The part of KAI's pod status model the engine needs (kai-semantics §6)."""
+
+    PENDING = "Pending"
+    GATED = "Gated"
+    BOUND = "Bound"  # bound or running: counts for the queue, the gang and the node
+    RELEASING = "Releasing"  # being deleted: occupies the node, frees capacity for pipelining
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+    @property
+    def occupies_node(self) -> bool:
+        return self in (PodPhase.BOUND, PodPhase.RELEASING)
+
+    @property
+    def is_active_allocated(self) -> bool:
+        return self is PodPhase.BOUND
+
+
+@dataclass(frozen=True, slots=True)
+class GpuRequest:
+    """A pod's GPU ask: whole devices, or a portion of each of `devices` shared devices.
+
+    `portion` is a share of one device (`gpu-fraction`); `memory_mib` is an absolute
+    amount of device memory (`gpu-memory`). At most one of whole / portion / memory is set.
+    """
+
+    whole: int = 0
+    portion: Fraction = Fraction(0)
+    memory_mib: int = 0
+    devices: int = 1
+
+    @property
+    def is_fractional(self) -> bool:
+        return self.portion > 0 or self.memory_mib > 0
+
+    def memory_on(self, device_memory_mib: int) -> int:
+        """MiB of one device this request takes on a node with the given device memory."""
+        if self.memory_mib:
+            return self.memory_mib
+        scaled = self.portion * device_memory_mib
+        return -((-scaled.numerator) // scaled.denominator)
+
+    def gpus_on(self, device_memory_mib: int) -> Fraction:
+        """Devices counted against quotas when placed on such a node (fractions count as portions)."""
+        if self.whole:
+            return Fraction(self.whole)
+        if self.memory_mib:
+            return Fraction(self.memory_mib, device_memory_mib) * self.devices
+        return self.portion * self.devices
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str | None
+    operator: str  # Equal | Exists
+    value: str | None
+    effect: str | None  # None tolerates every effect
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str | None
+    effect: str  # NoSchedule | PreferNoSchedule | NoExecute
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One node-selector requirement of required node affinity."""
+
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist | Gt | Lt
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a pod may go: nodeSelector, required node affinity (OR of ANDed terms), tolerations."""
+
+    node_selector: tuple[tuple[str, str], ...] = ()
+    affinity_terms: tuple[tuple[Requirement, ...], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    namespace: str
+    name: str
+    uid: str
+    group: str  # key of the PodGroup, "namespace/name"
+    subgroup: str | None
+    phase: PodPhase
+    node: str | None
+    request: Resources  # cpu and memory; gpu = whole devices (fractions are in `gpu`)
+    gpu: GpuRequest
+    placement: Placement
+    created: datetime | None = None
+    task_priority: int = 0
+    gpu_groups: tuple[str, ...] = ()  # shared devices a running fractional pod sits on
+    scheduler_is_ours: bool = True
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    labels: tuple[tuple[str, str], ...]
+    allocatable: Resources  # gpu = whole devices
+    max_pods: int
+    gpu_memory_mib: int  # per device, floored to a multiple of 100 as KAI does
+    unschedulable: bool = False
+    ready: bool = True
+    taints: tuple[Taint, ...] = ()
+
+    @property
+    def gpus(self) -> int:
+        return int(self.allocatable.gpu)
+
+    def label(self, key: str) -> str | None:
+        for k, v in self.labels:
+            if k == key:
+                return v
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyConstraint:
+    """Where a (sub)group must or should sit in a Topology's domain tree (kai-semantics §12)."""
+
+    topology: str
+    required_level: str | None = None
+    preferred_level: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SubGroup:
+    name: str
+    min_member: int
+    parent: str | None = None
+    min_sub_group: int | None = None  # direct child subgroups that must be schedulable
+    topology: TopologyConstraint | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroup:
+    namespace: str
+    name: str
+    queue: str
+    min_member: int
+    priority: int
+    preemptible: bool
+    subgroups: tuple[SubGroup, ...] = ()
+    created: datetime | None = None
+    uid: str = ""
+    priority_class: str | None = None
+    min_sub_group: int | None = None  # direct child subgroups that must be schedulable
+    topology: TopologyConstraint | None = None
+    preemption_delay_seconds: float | None = None
+    staleness_grace_period_seconds: float | None = None  # negative disables stale eviction
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueResource:
+    """One resource of a queue: quota (deserved), limit and over-quota weight; -1 = unlimited."""
+
+    quota: Fraction = Fraction(0)
+    limit: Fraction = UNLIMITED
+    over_quota_weight: Fraction = Fraction(1)
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    name: str
+    parent: str | None
+    priority: int = DEFAULT_QUEUE_PRIORITY
+    gpu: QueueResource = QueueResource()
+    cpu: QueueResource = QueueResource()
+    memory: QueueResource = QueueResource()
+    created: datetime | None = None
+    uid: str = ""
+    preempt_min_runtime_seconds: float | None = None
+    reclaim_min_runtime_seconds: float | None = None
+
+    def resource(self, name: str) -> QueueResource:
+        value: QueueResource = getattr(self, name)
+        return value
+
+
+class PlacementStrategy(enum.Enum):
+    BINPACK = "binpack"
+    SPREAD = "spread"
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    time_limit_seconds: float = 1.0
+    placement_strategy: PlacementStrategy = PlacementStrategy.BINPACK
+    solver_workers: int = 2
+    random_seed: int = 0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything one cycle sees. Built by an adapter; never mutated by the engine."""
+
+    nodes: tuple[Node, ...]
+    pods: tuple[Pod, ...]
+    pod_groups: tuple[PodGroup, ...]
+    queues: tuple[Queue, ...]
+    now: datetime
+    set_aside: tuple[SetAside, ...] = ()
+    """PodGroups the adapter could not use (bad spec, bad pod), reported and never scheduled."""
+
+
+@dataclass(frozen=True, slots=True)
+class SetAside:
+    group: str  # PodGroup key
+    queue: str
+    reason: str
+    message: str

@@ -1,0 +1,105 @@
+"""Fast lookup of a node for one pod, in KAI's node preference order, over mutable free capacity.
+
+Scanning every node for every pod is too slow at thousands of each. Nodes are kept
+in buckets by free whole GPUs, so a GPU pod looks only at nodes with enough of
+them, fullest first for bin-packing or emptiest first for spreading. The index
+supports checkpoints so that a gang that does not fit whole leaves no trace.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterator, Mapping
+
+from kai.engine.capacity import NodeCapacity
+from kai.engine.model import PlacementStrategy, Pod
+
+
+class NodeIndex:
+    def __init__(self, capacity: Mapping[str, NodeCapacity], strategy: PlacementStrategy) -> None:
+        self.capacity: dict[str, NodeCapacity] = {name: cap.copy() for name, cap in capacity.items()}
+        self._strategy = strategy
+        self._max_gpus = max((cap.node.gpus for cap in self.capacity.values()), default=0)
+        self._buckets: list[list[str]] = [[] for _ in range(self._max_gpus + 1)]
+        for name in sorted(self.capacity):
+            self._buckets[max(0, self.capacity[name].whole_gpus)].append(name)
+        self._sharing = sorted(name for name, cap in self.capacity.items() if cap.shared)
+        self._saved: dict[str, NodeCapacity] | None = None
+
+    # -- checkpoints ---------------------------------------------------------------------
+    def begin(self) -> None:
+        self._saved = {}
+
+    def commit(self) -> None:
+        self._saved = None
+
+    def rollback(self) -> None:
+        assert self._saved is not None
+        for name, saved in self._saved.items():
+            self._move(name, lambda cap, saved=saved: _restore(cap, saved))
+        self._saved = None
+
+    # -- placement -----------------------------------------------------------------------
+    def find(self, pod: Pod, eligible: Callable[[str], bool]) -> str | None:
+        """The best node for the pod, or None."""
+        if pod.gpu.is_fractional:
+            for name in self._sharing_candidates(pod):
+                if eligible(name) and self.capacity[name].fits(pod):
+                    return name
+        for name in self._bucket_scan(pod.gpu.whole + (1 if pod.gpu.is_fractional else 0)):
+            if eligible(name) and self.capacity[name].fits(pod):
+                return name
+        return None
+
+    def take(self, name: str, pod: Pod) -> tuple[str, ...]:
+        if self._saved is not None and name not in self._saved:
+            self._saved[name] = self.capacity[name].copy()
+        result: tuple[str, ...] = ()
+
+        def apply(cap: NodeCapacity) -> None:
+            nonlocal result
+            result = cap.take(pod)
+
+        self._move(name, apply)
+        return result
+
+    # -- internals -----------------------------------------------------------------------
+    def _sharing_candidates(self, pod: Pod) -> list[str]:
+        # Nodes whose shared devices have room win (KAI's gpusharingorder), fullest device first.
+        scored: list[tuple[int, str]] = []
+        for name in self._sharing:
+            cap = self.capacity[name]
+            need = pod.gpu.memory_on(cap.node.gpu_memory_mib)
+            free = [cap.node.gpu_memory_mib - used - need for used in cap.shared.values()]
+            room = [f for f in free if f >= 0]
+            if room:
+                scored.append((min(room), name))
+        scored.sort()
+        return [name for _, name in scored]
+
+    def _bucket_scan(self, need: int) -> Iterator[str]:
+        levels = range(need, self._max_gpus + 1)
+        if self._strategy is PlacementStrategy.SPREAD:
+            levels = range(self._max_gpus, need - 1, -1)
+        for level in levels:
+            yield from list(self._buckets[level])
+
+    def _move(self, name: str, change: Callable[[NodeCapacity], None]) -> None:
+        cap = self.capacity[name]
+        old_level = max(0, cap.whole_gpus)
+        had_shared = bool(cap.shared)
+        change(cap)
+        new_level = max(0, cap.whole_gpus)
+        if new_level != old_level:
+            self._buckets[old_level].remove(name)
+            bisect.insort(self._buckets[new_level], name)
+        if bool(cap.shared) != had_shared:
+            if cap.shared:
+                bisect.insort(self._sharing, name)
+            else:
+                self._sharing.remove(name)
+
+
+def _restore(cap: NodeCapacity, saved: NodeCapacity) -> None:
+    cap.cpu, cap.memory, cap.pods = saved.cpu, saved.memory, saved.pods
+    cap.whole_gpus, cap.shared, cap.opened = saved.whole_gpus, dict(saved.shared), saved.opened

@@ -1,0 +1,69 @@
+"""The three resources the engine divides and accounts: GPUs, CPU and memory.
+
+Every amount is an exact `Fraction` so that sums of GPU fractions compare exactly
+against quotas and limits (KAI#2209 is a float bug we do not reproduce). Units are
+the engine's everywhere: GPUs in devices, CPU in millicores, memory in bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
+
+ResourceName = Literal["gpu", "cpu", "memory"]
+RESOURCE_NAMES: tuple[ResourceName, ...] = ("gpu", "cpu", "memory")
+ZERO = Fraction(0)
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """An amount of each resource: gpu in devices, cpu in millicores, memory in bytes."""
+
+    gpu: Fraction = ZERO
+    cpu: Fraction = ZERO
+    memory: Fraction = ZERO
+
+    @classmethod
+    def of(cls, gpu: Fraction | int = 0, cpu: Fraction | int = 0, memory: Fraction | int = 0) -> Resources:
+        return cls(Fraction(gpu), Fraction(cpu), Fraction(memory))
+
+    def get(self, name: ResourceName) -> Fraction:
+        value: Fraction = getattr(self, name)
+        return value
+
+    def items(self) -> Iterator[tuple[ResourceName, Fraction]]:
+        for name in RESOURCE_NAMES:
+            yield name, self.get(name)
+
+    def __add__(self, other: Resources) -> Resources:
+        return Resources(self.gpu + other.gpu, self.cpu + other.cpu, self.memory + other.memory)
+
+    def __sub__(self, other: Resources) -> Resources:
+        return Resources(self.gpu - other.gpu, self.cpu - other.cpu, self.memory - other.memory)
+
+    def scaled(self, factor: int | Fraction) -> Resources:
+        return Resources(self.gpu * factor, self.cpu * factor, self.memory * factor)
+
+    def fits_in(self, other: Resources) -> bool:
+        """True when every component is at most the other's."""
+        return self.gpu <= other.gpu and self.cpu <= other.cpu and self.memory <= other.memory
+
+    def is_zero(self) -> bool:
+        return not (self.gpu or self.cpu or self.memory)
+
+    def to_json(self) -> dict[str, float | int]:
+        """Output units of the `kai simulate` contract: gpu may be fractional, cpu and memory whole."""
+        return {"gpu": _gpu_number(self.gpu), "cpu": int(self.cpu), "memory": int(self.memory)}
+
+
+def _gpu_number(value: Fraction) -> float | int:
+    return int(value) if value.denominator == 1 else float(value)
+
+
+def with_value(resources: Resources, name: ResourceName, value: Fraction) -> Resources:
+    """A copy of `resources` with one component replaced."""
+    values = dict(resources.items())
+    values[name] = value
+    return Resources(values["gpu"], values["cpu"], values["memory"])

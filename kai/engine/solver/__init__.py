@@ -1,0 +1,1 @@
+"""The CP-SAT formulation of one allocation cycle: node classes, placement patterns, the model and its decoding."""

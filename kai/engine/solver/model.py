@@ -1,0 +1,352 @@
+"""The CP-SAT model of one allocation cycle.
+
+Decisions: which gangs are admitted (one boolean per gang: all its core pods or
+none), how many elastic pods each gets, how many pods of each shape go to each node
+class, and how many nodes (or shared devices) of each class take each packing
+pattern. Constraints: gang linking, exact GPU packing through patterns, per-class
+CPU / memory / pod totals, queue limits and non-preemptible quota at every
+ancestor. The objective is lexicographic: fair-share deficits first, then GPUs by
+priority level, then elastic pods, then placement quality (bin-packing or spread).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from ortools.sat.python import cp_model
+
+from kai.engine.budget import QueueBudget
+from kai.engine.gangs import GangRequest, pod_resources
+from kai.engine.model import UNLIMITED, PlacementStrategy, Queue
+from kai.engine.resources import RESOURCE_NAMES, Resources, ResourceName
+from kai.engine.solver.lexicographic import Tier
+from kai.engine.solver.patterns import enumerate_patterns
+from kai.engine.solver.shapes import NodeClass, Shape
+
+OBJECTIVE_GPU_UNITS = 100  # the objective counts hundredths of a GPU
+_UNITS: dict[ResourceName, int] = {"gpu": 1000, "cpu": 1, "memory": 1}
+_MEMORY_UNIT = 2**20  # memory constraints in MiB keep coefficients small
+
+
+def _ceil(value: Fraction) -> int:
+    return -((-value.numerator) // value.denominator)
+
+
+def _floor(value: Fraction) -> int:
+    return value.numerator // value.denominator
+
+
+def scaled(name: ResourceName, value: Fraction, up: bool) -> int:
+    """A resource amount in the model's integer units, rounded against the constraint."""
+    unit = Fraction(_UNITS[name], _MEMORY_UNIT) if name == "memory" else Fraction(_UNITS[name])
+    return _ceil(value * unit) if up else _floor(value * unit)
+
+
+@dataclass
+class ClassPatterns:
+    """The pattern variables of one node class."""
+
+    node_items: list[tuple[str, int]]  # ("whole", k) or ("shared", 0)
+    node_patterns: list[tuple[int, ...]] | None  # None: pattern cap exceeded, totals only
+    node_vars: list[cp_model.IntVar] = field(default_factory=list)
+    shared_devices: cp_model.LinearExprT = 0
+    device_sizes: list[int] = field(default_factory=list)  # MiB sizes of fractions on this class
+    device_patterns: list[tuple[int, ...]] | None = None
+    device_vars: list[cp_model.IntVar] = field(default_factory=list)
+    existing_patterns: list[list[tuple[int, ...]]] = field(default_factory=list)
+    existing_vars: list[list[cp_model.IntVar]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    gangs: Sequence[GangRequest]
+    classes: Sequence[NodeClass]
+    shapes: Sequence[Shape]
+    shape_index: Mapping[str, int]  # pod key -> shape
+    queues: Mapping[str, Queue]
+    budget: QueueBudget
+    fair_share_room: Mapping[str, Fraction]  # leaf queue -> GPUs below its fair share
+    strategy: PlacementStrategy
+    accounting_memory_mib: int
+    min_gpu_units: int  # the greedy answer's GPUs, in objective units: never do worse
+
+
+class AllocationModel:
+    def __init__(self, data: ModelInput) -> None:
+        self.data = data
+        self.model = cp_model.CpModel()
+        self.admit: dict[str, cp_model.IntVar] = {}
+        self.elastic: dict[tuple[str, int], cp_model.IntVar] = {}
+        self.count: dict[tuple[int, int], cp_model.IntVar] = {}
+        self.patterns: dict[int, ClassPatterns] = {}
+        self.tiers: list[Tier] = []
+        self._gang_terms: dict[str, list[tuple[cp_model.IntVar, Resources, int]]] = defaultdict(list)
+        self._build()
+
+    # -- construction --------------------------------------------------------------------
+    def _build(self) -> None:
+        data = self.data
+        demand: dict[int, list[tuple[int, cp_model.IntVar]]] = defaultdict(list)
+        for gang in data.gangs:
+            core_by_shape: dict[int, int] = defaultdict(int)
+            for pod in gang.core:
+                core_by_shape[data.shape_index[pod.key]] += 1
+            admit = None
+            if gang.core:
+                admit = self.model.new_bool_var(f"admit[{gang.key}]")
+                self.admit[gang.key] = admit
+                for shape, n in core_by_shape.items():
+                    demand[shape].append((n, admit))
+                request = gang.core_request(data.accounting_memory_mib)
+                self._gang_terms[gang.key].append((admit, request, 1))
+            elastic_by_shape: dict[int, list[Resources]] = defaultdict(list)
+            for pod in gang.elastic:
+                elastic_by_shape[data.shape_index[pod.key]].append(
+                    pod_resources(pod, data.accounting_memory_mib)
+                )
+            for shape, requests in elastic_by_shape.items():
+                var = self.model.new_int_var(0, len(requests), f"elastic[{gang.key},{shape}]")
+                if admit is not None:
+                    self.model.add(var <= len(requests) * admit)
+                self.elastic[gang.key, shape] = var
+                demand[shape].append((1, var))
+                self._gang_terms[gang.key].append((var, requests[0], 0))
+        for node_class in data.classes:
+            for shape_id, shape in enumerate(data.shapes):
+                if shape.eligibility in node_class.eligibility and shape_id in demand:
+                    self.count[node_class.index, shape_id] = self.model.new_int_var(
+                        0, self._max_fit(node_class, shape), f"x[{node_class.index},{shape_id}]"
+                    )
+        for shape_id, terms in demand.items():
+            placed = sum(var for (c, s), var in self.count.items() if s == shape_id)
+            self.model.add(placed == sum(n * var for n, var in terms))
+        for node_class in data.classes:
+            self._add_class(node_class)
+        self._add_queue_constraints()
+        self._add_objective()
+
+    def _max_fit(self, node_class: NodeClass, shape: Shape) -> int:
+        per_node = node_class.pods
+        if shape.cpu:
+            per_node = min(per_node, _floor(node_class.cpu / shape.cpu))
+        if shape.memory:
+            per_node = min(per_node, _floor(node_class.memory / shape.memory))
+        if shape.whole:
+            per_node = min(per_node, node_class.whole_gpus // shape.whole)
+        return max(0, per_node) * node_class.size
+
+    def _shape_counts(self, node_class: NodeClass) -> dict[int, cp_model.IntVar]:
+        return {s: var for (c, s), var in self.count.items() if c == node_class.index}
+
+    def _add_class(self, node_class: NodeClass) -> None:
+        model, shapes = self.model, self.data.shapes
+        counts = self._shape_counts(node_class)
+        if not counts:
+            return
+        size = node_class.size
+        for name, limit in (("cpu", node_class.cpu), ("memory", node_class.memory)):
+            resource: ResourceName = "cpu" if name == "cpu" else "memory"
+            terms = [
+                scaled(resource, shapes[s].cpu if name == "cpu" else shapes[s].memory, True) * var
+                for s, var in counts.items()
+            ]
+            model.add(sum(terms) <= size * scaled(resource, limit, False))
+        model.add(sum(counts.values()) <= size * node_class.pods)
+
+        whole_sizes = sorted({shapes[s].whole for s in counts if shapes[s].whole})
+        fraction_sizes = sorted(
+            {shapes[s].device_mib(node_class.device_memory_mib) for s in counts if shapes[s].fractional}
+        )
+        items: list[tuple[str, int]] = [("whole", k) for k in whole_sizes]
+        if fraction_sizes:
+            items.append(("shared", 0))
+        weights = [k if kind == "whole" else 1 for kind, k in items]
+        node_patterns = enumerate_patterns(weights, node_class.whole_gpus) if items else []
+        patterns = ClassPatterns(items, node_patterns, device_sizes=fraction_sizes)
+        self.patterns[node_class.index] = patterns
+        item_totals: list[cp_model.LinearExprT] = []
+        if node_patterns is not None:
+            patterns.node_vars = [
+                model.new_int_var(0, size, f"y[{node_class.index},{i}]") for i in range(len(node_patterns))
+            ]
+            model.add(sum(patterns.node_vars) <= size)
+            for item in range(len(items)):
+                item_totals.append(
+                    sum(p[item] * v for p, v in zip(node_patterns, patterns.node_vars, strict=True) if p[item])
+                )
+        else:
+            totals = [model.new_int_var(0, size * node_class.whole_gpus, f"t[{node_class.index},{i}]") for i in range(len(items))]
+            model.add(sum(w * t for w, t in zip(weights, totals, strict=True)) <= size * node_class.whole_gpus)
+            item_totals = list(totals)
+        for item, (kind, k) in enumerate(items):
+            if kind == "whole":
+                model.add(
+                    sum(var for s, var in counts.items() if shapes[s].whole == k) == item_totals[item]
+                )
+        shared_total: cp_model.LinearExprT = item_totals[-1] if fraction_sizes else 0
+        patterns.shared_devices = shared_total
+        if fraction_sizes or node_class.residuals:
+            self._add_devices(node_class, counts, patterns, fraction_sizes, shared_total)
+
+    def _add_devices(
+        self,
+        node_class: NodeClass,
+        counts: dict[int, cp_model.IntVar],
+        patterns: ClassPatterns,
+        sizes: list[int],
+        shared_total: cp_model.LinearExprT,
+    ) -> None:
+        model, shapes, memory = self.model, self.data.shapes, node_class.device_memory_mib
+        per_size: list[list[cp_model.LinearExprT]] = [[] for _ in sizes]
+        if sizes:
+            device_patterns = enumerate_patterns(sizes, memory)
+            patterns.device_patterns = device_patterns
+            if device_patterns is not None:
+                upper = node_class.size * node_class.whole_gpus
+                patterns.device_vars = [
+                    model.new_int_var(0, upper, f"w[{node_class.index},{i}]") for i in range(len(device_patterns))
+                ]
+                model.add(sum(patterns.device_vars) == shared_total)
+                for i in range(len(sizes)):
+                    per_size[i].append(
+                        sum(p[i] * v for p, v in zip(device_patterns, patterns.device_vars, strict=True) if p[i])
+                    )
+            else:
+                totals = [model.new_int_var(0, memory * node_class.size * node_class.whole_gpus, f"f[{node_class.index},{i}]") for i in range(len(sizes))]
+                model.add(sum(m * t for m, t in zip(sizes, totals, strict=True)) <= memory * shared_total)
+                for i, total in enumerate(totals):
+                    per_size[i].append(total)
+        for slot, residual in enumerate(node_class.residuals):
+            slot_patterns = enumerate_patterns(sizes, residual) if sizes else []
+            slot_patterns = slot_patterns or []
+            slot_vars = [
+                model.new_int_var(0, node_class.size, f"z[{node_class.index},{slot},{i}]")
+                for i in range(len(slot_patterns))
+            ]
+            if slot_vars:
+                model.add(sum(slot_vars) <= node_class.size)
+            patterns.existing_patterns.append(slot_patterns)
+            patterns.existing_vars.append(slot_vars)
+            for i in range(len(sizes)):
+                per_size[i].append(
+                    sum(p[i] * v for p, v in zip(slot_patterns, slot_vars, strict=True) if p[i])
+                )
+        for i, mib in enumerate(sizes):
+            model.add(
+                sum(var for s, var in counts.items() if shapes[s].fractional and shapes[s].device_mib(memory) == mib)
+                == sum(per_size[i])
+            )
+
+    def _add_queue_constraints(self) -> None:
+        data = self.data
+        by_queue: dict[str, list[tuple[cp_model.LinearExprT, Resources, bool]]] = defaultdict(list)
+        for gang in data.gangs:
+            for var, request, _ in self._gang_terms[gang.key]:
+                for queue in data.budget.ancestry(gang.group.queue):
+                    by_queue[queue.name].append((var, request, gang.group.preemptible))
+        for name, terms in sorted(by_queue.items()):
+            queue = data.queues[name]
+            used = data.budget.allocated.get(name, Resources())
+            used_np = data.budget.allocated_np.get(name, Resources())
+            for resource in RESOURCE_NAMES:
+                limit = queue.resource(resource).limit
+                if limit != UNLIMITED:
+                    self._cap(terms, resource, limit - used.get(resource), only_np=False)
+                quota = queue.resource(resource).quota
+                if quota != UNLIMITED:
+                    self._cap(terms, resource, quota - used_np.get(resource), only_np=True)
+
+    def _cap(
+        self,
+        terms: list[tuple[cp_model.LinearExprT, Resources, bool]],
+        resource: ResourceName,
+        room: Fraction,
+        only_np: bool,
+    ) -> None:
+        lhs = [
+            scaled(resource, request.get(resource), True) * var
+            for var, request, preemptible in terms
+            if request.get(resource) and not (only_np and preemptible)
+        ]
+        if lhs:
+            self.model.add(sum(lhs) <= max(0, scaled(resource, room, False)))
+
+    # -- objective -----------------------------------------------------------------------
+    def _gpu_units(self, request: Resources) -> int:
+        return _ceil(request.gpu * OBJECTIVE_GPU_UNITS)
+
+    def _add_objective(self) -> None:
+        data = self.data
+        gangs_by_queue: dict[str, list[GangRequest]] = defaultdict(list)
+        for gang in data.gangs:
+            gangs_by_queue[gang.group.queue].append(gang)
+        in_share_terms: list[cp_model.LinearExprT] = []
+        in_share_bound = 0
+        for queue, gangs in sorted(gangs_by_queue.items()):
+            room = _floor(data.fair_share_room.get(queue, Fraction(0)) * OBJECTIVE_GPU_UNITS)
+            if room <= 0:
+                continue
+            gpus = sum(self._gpu_units(req) * var for g in gangs for var, req, _ in self._gang_terms[g.key])
+            share = self.model.new_int_var(0, room, f"inshare[{queue}]")
+            self.model.add(share <= gpus)
+            in_share_terms.append(share)
+            in_share_bound += room
+        if in_share_terms:
+            self.tiers.append(Tier("fair-share deficits", sum(in_share_terms), in_share_bound))
+        levels = sorted({g.group.priority for g in data.gangs if g.core}, reverse=True)
+        total_gpu: list[cp_model.LinearExprT] = []
+        for level in levels:
+            terms, bound = [], 0
+            for gang in data.gangs:
+                if gang.core and gang.group.priority == level:
+                    request = gang.core_request(data.accounting_memory_mib)
+                    weight = self._gpu_units(request) + 1  # +1 so CPU-only gangs count too
+                    terms.append(weight * self.admit[gang.key])
+                    total_gpu.append(self._gpu_units(request) * self.admit[gang.key])
+                    bound += weight
+            self.tiers.append(Tier(f"gangs at priority {level}", sum(terms), bound))
+        elastic_terms, elastic_bound = [], 0
+        for gang in data.gangs:
+            for var, request, is_core in self._gang_terms[gang.key]:
+                if not is_core:
+                    weight = self._gpu_units(request) + 1
+                    elastic_terms.append(weight * var)
+                    total_gpu.append(self._gpu_units(request) * var)
+                    elastic_bound += weight * len(gang.elastic)
+        if elastic_terms:
+            self.tiers.append(Tier("elastic pods", sum(elastic_terms), elastic_bound))
+        if total_gpu and data.min_gpu_units > 0:
+            self.model.add(sum(total_gpu) >= data.min_gpu_units)
+        self._add_placement_tier()
+
+    def _add_placement_tier(self) -> None:
+        # Fill devices already shared before opening new ones (KAI's gpupack and gpusharingorder).
+        closed, closed_bound = [], 0
+        for node_class in self.data.classes:
+            patterns = self.patterns.get(node_class.index)
+            if patterns is not None and patterns.device_sizes:
+                most = node_class.size * node_class.whole_gpus
+                closed.append(most - patterns.shared_devices)
+                closed_bound += most
+        if closed:
+            self.tiers.append(Tier("devices left unshared", sum(closed), closed_bound))
+        terms, bound = [], 0
+        for node_class in self.data.classes:
+            patterns = self.patterns.get(node_class.index)
+            if patterns is None or not patterns.node_patterns:
+                continue
+            before = node_class.total_gpus - node_class.whole_gpus
+            for pattern, var in zip(patterns.node_patterns, patterns.node_vars, strict=True):
+                used = sum(
+                    n * k for n, (kind, k) in zip(pattern, patterns.node_items, strict=True) if kind == "whole"
+                )
+                gain = (before + used) ** 2 - before**2
+                if self.data.strategy is PlacementStrategy.SPREAD:
+                    gain = node_class.total_gpus**2 - gain
+                terms.append(gain * var)
+                bound += max(gain, 0) * node_class.size
+        if terms:
+            self.tiers.append(Tier("placement quality", sum(terms), bound))

@@ -1,0 +1,126 @@
+"""Glue between the cycle and the solver: build the collapsed model, warm-start it, solve, decode, repair.
+
+The repair step gives the greedy pass whatever the decoded answer left: gangs the
+solver did not admit get a second chance in leftover capacity, and gangs that the
+decoder could not seat (per-node CPU or memory, which the model checks per class)
+are retried the same way. The result is then validated by the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from kai.engine.budget import QueueBudget
+from kai.engine.capacity import NodeCapacity
+from kai.engine.fairshare import QueueShare
+from kai.engine.gangs import GangRequest, pod_resources
+from kai.engine.greedy import AllocationOutcome
+from kai.engine.job_order import gang_order_key
+from kai.engine.model import EngineConfig, Pod, Queue
+from kai.engine.node_index import NodeIndex
+from kai.engine.solver.decode import decode
+from kai.engine.solver.model import OBJECTIVE_GPU_UNITS, AllocationModel, ModelInput
+from kai.engine.solver.shapes import NodeClass, Shape, build_classes, modelled, shape_of
+from kai.engine.solver.solve import add_greedy_hint, solve
+
+GreedyRunner = Callable[[Mapping[str, NodeCapacity], list[GangRequest], QueueBudget], AllocationOutcome]
+
+
+@dataclass(frozen=True)
+class Optimized:
+    outcome: AllocationOutcome
+    status: str
+    gpu_bound: Fraction
+
+
+def optimize(
+    gangs: Sequence[GangRequest],
+    capacity: Mapping[str, NodeCapacity],
+    queues: Mapping[str, Queue],
+    budget: QueueBudget,
+    shares: Mapping[str, QueueShare],
+    eligible_for: Callable[[Pod], Callable[[str], bool]],
+    greedy: AllocationOutcome,
+    config: EngineConfig,
+    memory_mib: int,
+    run_greedy: GreedyRunner,
+) -> Optimized | None:
+    modelled_gangs = [g for g in gangs if all(modelled(p) for p in (*g.core, *g.elastic))]
+    eligibility_sets: list[frozenset[str]] = []
+    set_index: dict[frozenset[str], int] = {}
+    shapes: list[Shape] = []
+    shape_ids: dict[Shape, int] = {}
+    shape_index: dict[str, int] = {}
+    for gang in modelled_gangs:
+        for pod in (*gang.core, *gang.elastic):
+            names = frozenset(n for n in capacity if eligible_for(pod)(n))
+            if names not in set_index:
+                set_index[names] = len(eligibility_sets)
+                eligibility_sets.append(names)
+            shape = shape_of(pod, set_index[names])
+            if shape not in shape_ids:
+                shape_ids[shape] = len(shapes)
+                shapes.append(shape)
+            shape_index[pod.key] = shape_ids[shape]
+    classes = build_classes(capacity, eligibility_sets, lambda cap: cap.pods > 0)
+    class_of_node: dict[str, NodeClass] = {n: c for c in classes for n in c.nodes}
+    greedy_gpus = sum(
+        (pod_resources(p.pod, memory_mib).gpu for p in greedy.placements.values() if p.pod.key in shape_index),
+        Fraction(0),
+    )
+    room = {
+        name: max(Fraction(0), share.fair_share.gpu - share.allocated.gpu)
+        for name, share in shares.items()
+    }
+    allocation = AllocationModel(
+        ModelInput(
+            modelled_gangs, classes, shapes, shape_index, queues, budget, room,
+            config.placement_strategy, memory_mib, int(greedy_gpus * OBJECTIVE_GPU_UNITS),
+        )
+    )
+    add_greedy_hint(allocation, greedy, capacity, class_of_node)
+    answer = solve(allocation, config.time_limit_seconds, config.solver_workers, config.random_seed)
+    if answer is None:
+        return None
+    order = [g.key for g in sorted(gangs, key=gang_order_key)]
+    decoded = decode(allocation, answer, capacity, order)
+    outcome = AllocationOutcome(dict(decoded.placements), list(decoded.admitted), {})
+    # Repair: leftover capacity goes to gangs the decoded answer did not place.
+    ledger = QueueBudget(queues, budget.allocated, budget.allocated_np)
+    index = NodeIndex(capacity, config.placement_strategy)
+    for placement in decoded.placements.values():
+        index.take(placement.node, placement.pod)
+    admitted = set(decoded.admitted)
+    for gang in gangs:
+        placed = [p for p in gang.core if p.key in decoded.placements] if gang.key in admitted else []
+        placed += [p for p in gang.elastic if p.key in decoded.placements]
+        for pod in placed:
+            ledger.add(gang.group.queue, pod_resources(pod, memory_mib), gang.group.preemptible)
+    leftovers = [
+        GangRequest(g.group, () if g.key in admitted else g.core,
+                    tuple(p for p in g.elastic if p.key not in decoded.placements), g.active, g.pending, 0)
+        for g in gangs
+        if g.key not in admitted or any(p.key not in decoded.placements for p in g.elastic)
+    ]
+    repaired = run_greedy(index.capacity, leftovers, ledger)
+    outcome.placements.update(repaired.placements)
+    outcome.admitted.extend(repaired.admitted)
+    return Optimized(outcome, answer.status, _gpu_upper_bound(gangs, capacity, memory_mib))
+
+
+def _gpu_upper_bound(
+    gangs: Sequence[GangRequest], capacity: Mapping[str, NodeCapacity], memory_mib: int
+) -> Fraction:
+    """No answer can place more GPUs than are free, nor more than the gangs ask for."""
+    free = sum(
+        (cap.whole_gpus + sum((Fraction(cap.node.gpu_memory_mib - used, cap.node.gpu_memory_mib)
+                               for used in cap.shared.values()), Fraction(0))
+         for cap in capacity.values() if cap.node.ready and not cap.node.unschedulable),
+        Fraction(0),
+    )
+    asked = sum(
+        (pod_resources(p, memory_mib).gpu for g in gangs for p in (*g.core, *g.elastic)), Fraction(0)
+    )
+    return min(free, asked)

@@ -1,0 +1,105 @@
+"""Collapse the cluster for the solver: pods into shapes and nodes into classes.
+
+Two pending pods with the same requests and the same set of eligible nodes are
+interchangeable for capacity, so the solver counts pods per *shape* instead of
+deciding each pod. Two nodes with the same free capacity, device state and
+eligibility are interchangeable too, so the solver counts nodes per *class*. A
+cluster of 1,000 nodes and 10,000 pods becomes a few dozen of each: this is what
+lets one exact model cover the whole cycle within its time budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from kai.engine.capacity import NodeCapacity
+from kai.engine.model import GpuRequest, Pod
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    cpu: Fraction
+    memory: Fraction
+    whole: int
+    portion: Fraction
+    memory_mib: int
+    eligibility: int  # index into the list of distinct eligible-node sets
+
+    @property
+    def fractional(self) -> bool:
+        return self.portion > 0 or self.memory_mib > 0
+
+    def device_mib(self, device_memory_mib: int) -> int:
+        return GpuRequest(0, self.portion, self.memory_mib, 1).memory_on(device_memory_mib)
+
+
+@dataclass(frozen=True)
+class NodeClass:
+    index: int
+    nodes: tuple[str, ...]  # sorted names; all identical for the solver
+    cpu: Fraction
+    memory: Fraction
+    pods: int
+    whole_gpus: int
+    total_gpus: int
+    device_memory_mib: int
+    residuals: tuple[int, ...]  # free MiB of each existing shared device, ascending
+    eligibility: frozenset[int]  # eligibility sets this class belongs to
+
+    @property
+    def size(self) -> int:
+        return len(self.nodes)
+
+    def device_free(self, capacity: NodeCapacity) -> list[tuple[int, str]]:
+        """A node's existing shared devices as (free MiB, group), in the order of `residuals`."""
+        return sorted(
+            (self.device_memory_mib - used, group) for group, used in capacity.shared.items()
+        )
+
+
+def shape_of(pod: Pod, eligibility: int) -> Shape:
+    return Shape(
+        pod.request.cpu, pod.request.memory, pod.gpu.whole, pod.gpu.portion, pod.gpu.memory_mib,
+        eligibility,
+    )
+
+
+def modelled(pod: Pod) -> bool:
+    """Multi-device fractional pods are left to the greedy pass; every other pod is modelled."""
+    return not (pod.gpu.is_fractional and pod.gpu.devices > 1)
+
+
+def build_classes(
+    capacity: Mapping[str, NodeCapacity],
+    eligibility_sets: Sequence[frozenset[str]],
+    usable: Callable[[NodeCapacity], bool],
+) -> list[NodeClass]:
+    """Group nodes whose free state and eligibility are identical."""
+    membership: dict[str, list[int]] = {}
+    for index, names in enumerate(eligibility_sets):
+        for name in names:
+            membership.setdefault(name, []).append(index)
+    groups: dict[tuple[object, ...], list[str]] = {}
+    for name in sorted(capacity):
+        cap = capacity[name]
+        if name not in membership or not usable(cap):
+            continue
+        memory = cap.node.gpu_memory_mib
+        key = (
+            tuple(membership[name]), cap.cpu, cap.memory, cap.pods, cap.whole_gpus, cap.node.gpus,
+            memory, tuple(sorted(memory - used for used in cap.shared.values())),
+        )
+        groups.setdefault(key, []).append(name)
+    classes: list[NodeClass] = []
+    for key, names in groups.items():
+        first = capacity[names[0]]
+        classes.append(
+            NodeClass(
+                len(classes), tuple(names), first.cpu, first.memory, first.pods, first.whole_gpus,
+                first.node.gpus, first.node.gpu_memory_mib, key[-1],  # type: ignore[arg-type]
+                frozenset(membership[names[0]]),
+            )
+        )
+    return classes

@@ -1,0 +1,157 @@
+"""Run the CP-SAT model: warm-started from the greedy answer, time-boxed, deterministic, stage by stage.
+
+Determinism: CP-SAT's interleaved search is reproducible for a fixed number of
+workers, and the search stops on a deterministic work budget before the wall-clock
+limit in all but overloaded runs, so the same snapshot gives the same decisions.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ortools.sat.python import cp_model
+
+from kai.engine.capacity import NodeCapacity
+from kai.engine.greedy import AllocationOutcome
+from kai.engine.solver.lexicographic import stages
+from kai.engine.solver.model import AllocationModel
+from kai.engine.solver.shapes import NodeClass
+
+_FIRST_STAGE_SHARE = 0.7
+_DETERMINISTIC_TIME_PER_SECOND = 0.5
+
+
+@dataclass
+class SolverAnswer:
+    values: dict[int, int]  # variable index -> value
+    status: str
+    stages_solved: int
+    objective_bounds: list[float] = field(default_factory=list)
+    wall_seconds: float = 0.0
+
+    def value(self, var: cp_model.IntVar) -> int:
+        return self.values.get(var.index, 0)
+
+
+def solve(
+    allocation: AllocationModel, time_limit: float, workers: int, seed: int
+) -> SolverAnswer | None:
+    """Optimise tier by tier; None when not even the first stage found a feasible answer."""
+    model = allocation.model
+    variables = _all_variables(allocation)
+    answer: SolverAnswer | None = None
+    remaining = time_limit
+    plan = stages(allocation.tiers) or []
+    for position, stage in enumerate(plan):
+        share = _FIRST_STAGE_SHARE if position == 0 and len(plan) > 1 else 1.0 / (len(plan) - position)
+        budget = max(0.05, remaining * share)
+        solver = cp_model.CpSolver()
+        params = solver.parameters
+        params.max_time_in_seconds = budget
+        params.max_deterministic_time = budget * _DETERMINISTIC_TIME_PER_SECOND
+        params.num_workers = max(1, workers)
+        params.interleave_search = workers > 1
+        params.random_seed = seed
+        params.log_search_progress = False
+        model.maximize(stage.objective())
+        status = solver.solve(model)
+        remaining -= solver.wall_time
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            break
+        values = {var.index: int(solver.value(var)) for var in variables}
+        bounds = [*answer.objective_bounds] if answer else []
+        bounds.append(solver.best_objective_bound)
+        answer = SolverAnswer(
+            values, solver.status_name(status), position + 1, bounds,
+            (answer.wall_seconds if answer else 0.0) + solver.wall_time,
+        )
+        model.add(stage.objective() >= int(solver.objective_value))
+        model.clear_hints()
+        for var in variables:
+            model.add_hint(var, values[var.index])
+        if remaining <= 0.05:
+            break
+    return answer
+
+
+def _all_variables(allocation: AllocationModel) -> list[cp_model.IntVar]:
+    proto = allocation.model.proto
+    return [allocation.model.get_int_var_from_proto_index(i) for i in range(len(proto.variables))]
+
+
+def add_greedy_hint(
+    allocation: AllocationModel,
+    outcome: AllocationOutcome,
+    capacity: Mapping[str, NodeCapacity],
+    class_of_node: Mapping[str, NodeClass],
+) -> None:
+    """Hint the solver with the greedy answer, so that its first solution is at least that good."""
+    data, model = allocation.data, allocation.model
+    admitted = set(outcome.admitted)
+    for key, var in allocation.admit.items():
+        model.add_hint(var, int(key in admitted))
+    elastic_keys = {p.key for g in data.gangs for p in g.elastic}
+    elastic_placed = Counter(
+        (p.pod.group, data.shape_index[p.pod.key])
+        for p in outcome.placements.values()
+        if p.pod.key in elastic_keys
+    )
+    for (gang, shape), var in allocation.elastic.items():
+        model.add_hint(var, elastic_placed.get((gang, shape), 0))
+    per_class_shape: Counter[tuple[int, int]] = Counter()
+    by_node: dict[str, list[tuple[int, tuple[str, ...]]]] = {}
+    for placement in outcome.placements.values():
+        node_class = class_of_node.get(placement.node)
+        shape = data.shape_index.get(placement.pod.key)
+        if node_class is None or shape is None:
+            continue
+        per_class_shape[node_class.index, shape] += 1
+        by_node.setdefault(placement.node, []).append((shape, placement.gpu_groups))
+    for key, var in allocation.count.items():
+        model.add_hint(var, per_class_shape.get(key, 0))
+    _hint_patterns(allocation, by_node, capacity, class_of_node)
+
+
+def _hint_patterns(
+    allocation: AllocationModel,
+    by_node: Mapping[str, list[tuple[int, tuple[str, ...]]]],
+    capacity: Mapping[str, NodeCapacity],
+    class_of_node: Mapping[str, NodeClass],
+) -> None:
+    shapes, model = allocation.data.shapes, allocation.model
+    node_counts: Counter[tuple[int, tuple[int, ...]]] = Counter()
+    device_counts: Counter[tuple[int, int, tuple[int, ...]]] = Counter()  # slot -1 = new device
+    for node, placed in by_node.items():
+        node_class = class_of_node[node]
+        patterns = allocation.patterns.get(node_class.index)
+        if patterns is None:
+            continue
+        before = capacity[node].shared
+        items = [0] * len(patterns.node_items)
+        devices: dict[str, list[int]] = {}
+        for shape_id, groups in placed:
+            shape = shapes[shape_id]
+            if shape.whole:
+                items[patterns.node_items.index(("whole", shape.whole))] += 1
+            for group in groups:
+                devices.setdefault(group, []).append(shape.device_mib(node_class.device_memory_mib))
+        new_devices = [g for g in devices if g not in before]
+        if new_devices:
+            items[patterns.node_items.index(("shared", 0))] += len(new_devices)
+        node_counts[node_class.index, tuple(items)] += 1
+        slots = {group: slot for slot, (_, group) in enumerate(node_class.device_free(capacity[node]))}
+        for group, sizes in devices.items():
+            vector = tuple(sizes.count(size) for size in patterns.device_sizes)
+            device_counts[node_class.index, slots.get(group, -1), vector] += 1
+    for index, patterns in allocation.patterns.items():
+        for pattern, var in zip(patterns.node_patterns or [], patterns.node_vars, strict=False):
+            model.add_hint(var, node_counts.get((index, pattern), 0))
+        for pattern, var in zip(patterns.device_patterns or [], patterns.device_vars, strict=False):
+            model.add_hint(var, device_counts.get((index, -1, pattern), 0))
+        for slot, (slot_patterns, slot_vars) in enumerate(
+            zip(patterns.existing_patterns, patterns.existing_vars, strict=True)
+        ):
+            for pattern, var in zip(slot_patterns, slot_vars, strict=True):
+                model.add_hint(var, device_counts.get((index, slot, pattern), 0))
