@@ -9,6 +9,7 @@ else is an error, never a silent zero.
 
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 
@@ -46,7 +47,7 @@ def parse_quantity(value: str | int | float) -> Fraction:
     if isinstance(value, int):
         return Fraction(value)
     if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
+        if not math.isfinite(value):
             raise QuantityError(f"{value!r} is not a quantity")
         return Fraction(str(value))
     if not isinstance(value, str):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from kai.engine.model import UNLIMITED, Queue
-from kai.engine.resources import RESOURCE_NAMES, Resources, ResourceName
+from kai.engine.resources import RESOURCE_NAMES, ResourceName, Resources
 
 OVER_LIMIT = "OverLimit"
 NON_PREEMPTIBLE_OVER_QUOTA = "NonPreemptibleOverQuota"
@@ -97,7 +97,9 @@ class QueueBudget:
                 )
 
 
-def subtree_totals(queues: Mapping[str, Queue], per_leaf: Mapping[str, Resources]) -> dict[str, Resources]:
+def subtree_totals(
+    queues: Mapping[str, Queue], per_leaf: Mapping[str, Resources]
+) -> dict[str, Resources]:
     """Sum leaf amounts up the hierarchy: every queue gets its own plus its descendants'."""
     totals: dict[str, Resources] = {}
     budget = QueueBudget(queues, {}, {})

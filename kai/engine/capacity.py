@@ -43,7 +43,13 @@ class NodeCapacity:
 
     def copy(self) -> NodeCapacity:
         return NodeCapacity(
-            self.node, self.cpu, self.memory, self.pods, self.whole_gpus, dict(self.shared), self.opened
+            self.node,
+            self.cpu,
+            self.memory,
+            self.pods,
+            self.whole_gpus,
+            dict(self.shared),
+            self.opened,
         )
 
     def fits_base(self, pod: Pod) -> bool:
@@ -64,7 +70,11 @@ class NodeCapacity:
         if need > self.node.gpu_memory_mib:
             return None
         existing = sorted(
-            (group for group, used in self.shared.items() if used + need <= self.node.gpu_memory_mib),
+            (
+                group
+                for group, used in self.shared.items()
+                if used + need <= self.node.gpu_memory_mib
+            ),
             key=lambda group: (-self.shared[group], group),
         )
         chosen = existing[: pod.gpu.devices]
@@ -90,9 +100,8 @@ class NodeCapacity:
         assert chosen is not None, f"{pod.key} does not fit on {self.name}"
         need = pod.gpu.memory_on(self.node.gpu_memory_mib)
         taken: list[str] = []
-        for group in chosen:
-            if not group:
-                group = self._open_group()
+        for candidate in chosen:
+            group = candidate or self._open_group()
             self.shared[group] = self.shared.get(group, 0) + need
             taken.append(group)
         return tuple(taken)

@@ -8,20 +8,25 @@ live operator and `kai simulate` call `run_cycle` with a snapshot they built.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
+from kai.engine.accounting import (
+    accounting_device_memory,
+    divisible_total,
+    pods_by_group,
+    queue_shares,
+)
 from kai.engine.budget import QueueBudget, Refusal, leaf_names
-from kai.engine.capacity import NodeCapacity, initial_capacity, total_allocatable
+from kai.engine.capacity import NodeCapacity, initial_capacity
 from kai.engine.eligibility import node_accepts
 from kai.engine.explain import explain_incomplete, explain_pending
-from kai.engine.fairshare import QueueShare, QueueUsage, compute_fair_shares
+from kai.engine.fairshare import QueueShare
 from kai.engine.gangs import GangRequest, build_gang_requests, pod_resources
 from kai.engine.greedy import AllocationOutcome, greedy_allocate
 from kai.engine.job_order import ordered_gangs
-from kai.engine.model import EngineConfig, Placement, Pod, PodGroup, PodPhase, Snapshot
+from kai.engine.model import EngineConfig, Placement, Pod, PodGroup, Snapshot
 from kai.engine.node_index import NodeIndex
 from kai.engine.resources import Resources
 from kai.engine.solver.optimize import optimize
@@ -29,10 +34,9 @@ from kai.engine.validator import ProposedBinding, validate
 
 QUEUE_DOES_NOT_EXIST = "QueueDoesNotExist"
 QUEUE_NOT_LEAF = "QueueIsNotLeaf"
-_DEFAULT_DEVICE_MIB = 100
 
 
-class EngineBug(RuntimeError):
+class EngineInvariantError(RuntimeError):
     """The validator rejected every answer the engine produced: never a decision, always a bug."""
 
 
@@ -76,16 +80,9 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
     leaves = leaf_names(snapshot.queues)
     nodes = {node.name: node for node in snapshot.nodes}
     groups = {group.key: group for group in snapshot.pod_groups}
-    ours = [pod for pod in snapshot.pods if pod.scheduler_is_ours and pod.group in groups]
-    pods_by_group: dict[str, list[Pod]] = defaultdict(list)
-    for pod in ours:
-        pods_by_group[pod.group].append(pod)
-    memory_mib = min((n.gpu_memory_mib for n in snapshot.nodes if n.gpus), default=_DEFAULT_DEVICE_MIB)
+    memory_mib = accounting_device_memory(snapshot)
     capacity = initial_capacity(snapshot.nodes, snapshot.pods)
-
-    shares = compute_fair_shares(
-        _divisible_total(snapshot), snapshot.queues, _leaf_usage(ours, groups, nodes, memory_mib)
-    )
+    shares = queue_shares(snapshot)
     budget = QueueBudget(
         queues,
         {name: share.allocated for name, share in shares.items()},
@@ -102,7 +99,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
             decisions[group.key] = _pending(group, refusal)
         else:
             schedulable.append(group)
-    requests = build_gang_requests(schedulable, pods_by_group)
+    requests = build_gang_requests(schedulable, pods_by_group(snapshot))
     placeable: list[GangRequest] = []
     for request in requests:
         if request.missing > 0:
@@ -117,26 +114,44 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
         placeable.append(request)
 
     eligible_for = _eligibility(snapshot)
-    total = _divisible_total(snapshot)
+    total = divisible_total(snapshot)
 
-    def run_greedy(start: Mapping[str, NodeCapacity], gangs: list[GangRequest], ledger: QueueBudget) -> AllocationOutcome:
+    def run_greedy(
+        start: Mapping[str, NodeCapacity], gangs: list[GangRequest], ledger: QueueBudget
+    ) -> AllocationOutcome:
         order = ordered_gangs(
-            gangs, queues, shares, lambda name: ledger.allocated.get(name, Resources()),
-            lambda gang: gang.core_request(memory_mib), total,
+            gangs,
+            queues,
+            shares,
+            lambda name: ledger.allocated.get(name, Resources()),
+            lambda gang: gang.core_request(memory_mib),
+            total,
         )
-        return greedy_allocate(order, NodeIndex(start, config.placement_strategy), ledger, eligible_for, memory_mib)
+        return greedy_allocate(
+            order, NodeIndex(start, config.placement_strategy), ledger, eligible_for, memory_mib
+        )
 
     greedy_budget = _copy_budget(budget, queues)
     greedy = run_greedy(capacity, placeable, greedy_budget)
     greedy_violations = validate(snapshot, _proposed(greedy))
     if greedy_violations:
-        raise EngineBug("greedy allocation failed validation: " + "; ".join(greedy_violations))
+        raise EngineInvariantError(
+            "greedy allocation failed validation: " + "; ".join(greedy_violations)
+        )
     chosen, answer, status, bound = greedy, "greedy", "not-run", _gpus(greedy, memory_mib)
     violations = 0
     if config.time_limit_seconds > 0 and placeable:
         optimized = optimize(
-            placeable, capacity, queues, budget, shares, eligible_for, greedy, config, memory_mib,
-            lambda start, gangs, ledger: run_greedy(start, gangs, ledger),
+            placeable,
+            capacity,
+            queues,
+            budget,
+            shares,
+            eligible_for,
+            greedy,
+            config,
+            memory_mib,
+            run_greedy,
         )
         if optimized is not None:
             found = validate(snapshot, _proposed(optimized.outcome))
@@ -157,55 +172,36 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
         if request.key in admitted or not request.core:
             decisions[request.key] = GroupDecision(request.key, request.group.queue, True, None, "")
         else:
-            refusal = explain_pending(request, final_budget, capacity, after.capacity, nodes, memory_mib)
+            refusal = explain_pending(
+                request, final_budget, capacity, after.capacity, nodes, memory_mib
+            )
             decisions[request.key] = _pending(request.group, refusal)
     for group in schedulable:
         decisions.setdefault(group.key, GroupDecision(group.key, group.queue, True, None, ""))
     bindings = tuple(
-        Binding(p.pod.key, p.node, pod_resources(p.pod, nodes[p.node].gpu_memory_mib).gpu, p.gpu_groups)
+        Binding(
+            p.pod.key, p.node, pod_resources(p.pod, nodes[p.node].gpu_memory_mib).gpu, p.gpu_groups
+        )
         for p in sorted(chosen.placements.values(), key=lambda p: p.pod.key)
     )
-    report = SolverReport(answer, status, _gpus(chosen, memory_mib), _gpus(greedy, memory_mib), bound, violations)
+    report = SolverReport(
+        answer, status, _gpus(chosen, memory_mib), _gpus(greedy, memory_mib), bound, violations
+    )
     return CycleResult(bindings, decisions, shares, report)
 
 
-def _divisible_total(snapshot: Snapshot) -> Resources:
-    """Ready nodes' allocatable minus what other schedulers' pods hold there (kai-semantics §10.1)."""
-    ready = {node.name for node in snapshot.nodes if node.ready}
-    total = total_allocatable(snapshot.nodes)
-    for pod in snapshot.pods:
-        if not pod.scheduler_is_ours and pod.phase.occupies_node and pod.node in ready:
-            total = total - Resources(Fraction(pod.gpu.whole), pod.request.cpu, pod.request.memory)
-    return total
-
-
-def _leaf_usage(
-    pods: list[Pod], groups: Mapping[str, PodGroup], nodes: Mapping[str, object], memory_mib: int
-) -> dict[str, QueueUsage]:
-    allocated: dict[str, Resources] = defaultdict(Resources)
-    allocated_np: dict[str, Resources] = defaultdict(Resources)
-    pending: dict[str, Resources] = defaultdict(Resources)
-    for pod in pods:
-        group = groups[pod.group]
-        if pod.phase.is_active_allocated:
-            node_memory = getattr(nodes.get(pod.node or ""), "gpu_memory_mib", memory_mib)
-            amount = pod_resources(pod, node_memory)
-            allocated[group.queue] += amount
-            if not group.preemptible:
-                allocated_np[group.queue] += amount
-        elif pod.phase is PodPhase.PENDING:
-            pending[group.queue] += pod_resources(pod, memory_mib)
-    names = set(allocated) | set(pending)
-    return {
-        name: QueueUsage(allocated[name], allocated_np[name], pending[name]) for name in names
-    }
-
-
-def _queue_problem(group: PodGroup, queues: Mapping[str, object], leaves: set[str]) -> Refusal | None:
+def _queue_problem(
+    group: PodGroup, queues: Mapping[str, object], leaves: set[str]
+) -> Refusal | None:
     if group.queue not in queues:
-        return Refusal(QUEUE_DOES_NOT_EXIST, f"queue {group.queue!r} does not exist; create it or set the kai.scheduler/queue label to an existing leaf queue")
+        return Refusal(
+            QUEUE_DOES_NOT_EXIST,
+            f"queue {group.queue!r} does not exist; create it or set the kai.scheduler/queue label to an existing leaf queue",
+        )
     if group.queue not in leaves:
-        return Refusal(QUEUE_NOT_LEAF, f"queue {group.queue!r} has child queues; only leaf queues receive jobs")
+        return Refusal(
+            QUEUE_NOT_LEAF, f"queue {group.queue!r} has child queues; only leaf queues receive jobs"
+        )
     return None
 
 
@@ -235,10 +231,14 @@ def _proposed(outcome: AllocationOutcome) -> list[ProposedBinding]:
 
 
 def _gpus(outcome: AllocationOutcome, memory_mib: int) -> Fraction:
-    return sum((pod_resources(p.pod, memory_mib).gpu for p in outcome.placements.values()), Fraction(0))
+    return sum(
+        (pod_resources(p.pod, memory_mib).gpu for p in outcome.placements.values()), Fraction(0)
+    )
 
 
-def _better_or_equal(candidate: AllocationOutcome, baseline: AllocationOutcome, memory_mib: int) -> bool:
+def _better_or_equal(
+    candidate: AllocationOutcome, baseline: AllocationOutcome, memory_mib: int
+) -> bool:
     """More GPUs placed wins, then more pods: the solver's answer must never lose to the greedy one."""
     return (_gpus(candidate, memory_mib), len(candidate.placements)) >= (
         _gpus(baseline, memory_mib),

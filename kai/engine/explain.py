@@ -82,7 +82,10 @@ def _node_rejections(
 def _capacity_shortfall(pod: Pod, cap: NodeCapacity) -> str | None:
     checks: list[tuple[bool, Callable[[], str]]] = [
         (cap.pods < 1, lambda: "no pod slots left"),
-        (pod.request.cpu > cap.cpu, lambda: f"insufficient cpu (needs {pod.request.cpu}m, free {cap.cpu}m)"),
+        (
+            pod.request.cpu > cap.cpu,
+            lambda: f"insufficient cpu (needs {pod.request.cpu}m, free {cap.cpu}m)",
+        ),
         (
             pod.request.memory > cap.memory,
             lambda: f"insufficient memory (needs {pod.request.memory} bytes, free {cap.memory})",
@@ -97,7 +100,5 @@ def _capacity_shortfall(pod: Pod, cap: NodeCapacity) -> str | None:
             return message()
     if pod.gpu.is_fractional and cap.shared_candidates(pod) is None:
         need = pod.gpu.memory_on(cap.node.gpu_memory_mib)
-        return (
-            f"no GPU device with {need} MiB free (device memory {cap.node.gpu_memory_mib} MiB)"
-        )
+        return f"no GPU device with {need} MiB free (device memory {cap.node.gpu_memory_mib} MiB)"
     return None

@@ -29,7 +29,9 @@ class PodPlacement:
 class AllocationOutcome:
     placements: dict[str, PodPlacement] = field(default_factory=dict)  # pod key -> placement
     admitted: list[str] = field(default_factory=list)  # gang keys whose core was placed, in order
-    refusals: dict[str, Refusal] = field(default_factory=dict)  # gang key -> why its core was not placed
+    refusals: dict[str, Refusal] = field(
+        default_factory=dict
+    )  # gang key -> why its core was not placed
 
 
 def greedy_allocate(

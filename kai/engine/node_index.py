@@ -9,6 +9,7 @@ supports checkpoints so that a gang that does not fit whole leaves no trace.
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Callable, Iterator, Mapping
 
 from kai.engine.capacity import NodeCapacity
@@ -17,7 +18,9 @@ from kai.engine.model import PlacementStrategy, Pod
 
 class NodeIndex:
     def __init__(self, capacity: Mapping[str, NodeCapacity], strategy: PlacementStrategy) -> None:
-        self.capacity: dict[str, NodeCapacity] = {name: cap.copy() for name, cap in capacity.items()}
+        self.capacity: dict[str, NodeCapacity] = {
+            name: cap.copy() for name, cap in capacity.items()
+        }
         self._strategy = strategy
         self._max_gpus = max((cap.node.gpus for cap in self.capacity.values()), default=0)
         self._buckets: list[list[str]] = [[] for _ in range(self._max_gpus + 1)]
@@ -36,7 +39,7 @@ class NodeIndex:
     def rollback(self) -> None:
         assert self._saved is not None
         for name, saved in self._saved.items():
-            self._move(name, lambda cap, saved=saved: _restore(cap, saved))
+            self._move(name, functools.partial(_restore, saved=saved))
         self._saved = None
 
     # -- placement -----------------------------------------------------------------------

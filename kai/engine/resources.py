@@ -26,7 +26,9 @@ class Resources:
     memory: Fraction = ZERO
 
     @classmethod
-    def of(cls, gpu: Fraction | int = 0, cpu: Fraction | int = 0, memory: Fraction | int = 0) -> Resources:
+    def of(
+        cls, gpu: Fraction | int = 0, cpu: Fraction | int = 0, memory: Fraction | int = 0
+    ) -> Resources:
         return cls(Fraction(gpu), Fraction(cpu), Fraction(memory))
 
     def get(self, name: ResourceName) -> Fraction:

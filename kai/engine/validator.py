@@ -70,7 +70,9 @@ def _check_nodes(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) -> 
             if not groups:
                 unnamed_fraction_mib += mib * pod.gpu.devices
             if groups and len(set(groups)) != pod.gpu.devices:
-                problems.append(f"pod {pod.key} needs {pod.gpu.devices} distinct shared devices, got {groups}")
+                problems.append(
+                    f"pod {pod.key} needs {pod.gpu.devices} distinct shared devices, got {groups}"
+                )
             for group in groups:
                 device_use[group] += mib
                 if group_home.setdefault(group, node.name) != node.name:
@@ -79,7 +81,9 @@ def _check_nodes(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) -> 
         if cpu > node.allocatable.cpu:
             problems.append(f"node {node.name}: cpu {cpu}m requested of {node.allocatable.cpu}m")
         if memory > node.allocatable.memory:
-            problems.append(f"node {node.name}: memory {memory} requested of {node.allocatable.memory}")
+            problems.append(
+                f"node {node.name}: memory {memory} requested of {node.allocatable.memory}"
+            )
         if len(residents) > node.max_pods:
             problems.append(f"node {node.name}: {len(residents)} pods of {node.max_pods}")
         if devices * node.gpu_memory_mib + unnamed_fraction_mib > node.gpus * node.gpu_memory_mib:
@@ -109,7 +113,9 @@ def _check_gangs(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) -> 
             continue
         members = running[key] + added
         if len(members) < group.min_member:
-            problems.append(f"PodGroup {key}: {len(members)} pods placed, minMember {group.min_member}")
+            problems.append(
+                f"PodGroup {key}: {len(members)} pods placed, minMember {group.min_member}"
+            )
         for subgroup in group.subgroups:
             names = _descendants(group.subgroups, subgroup.name)
             count = sum(1 for pod in members if pod.subgroup in names)
@@ -148,7 +154,9 @@ def _check_queues(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) ->
     totals_np: dict[str, list[Fraction]] = defaultdict(lambda: [Fraction(0)] * 3)
     grew: dict[str, list[bool]] = defaultdict(lambda: [False] * 3)
     grew_np: dict[str, list[bool]] = defaultdict(lambda: [False] * 3)
-    entries = [(p, p.node, False) for p in snapshot.pods if p.phase.is_active_allocated and p.node in nodes]
+    entries = [
+        (p, p.node, False) for p in snapshot.pods if p.phase.is_active_allocated and p.node in nodes
+    ]
     entries += [(p, b.node, True) for p, b in new]
     for pod, node_name, is_new in entries:
         group = groups.get(pod.group)

@@ -115,16 +115,18 @@ def _seat_class(
     # Whole-GPU pods: into the slots the patterns opened, largest CPU asks first.
     for size, pods in sorted(whole.items(), reverse=True):
         for pod in sorted(pods, key=lambda p: (-p.request.cpu, -p.request.memory, p.key)):
-            home = next(
-                (n for n in nodes if size in slots[n] and work[n].fits(pod)), None
-            ) or next((n for n in nodes if work[n].fits(pod)), None)
+            home = next((n for n in nodes if size in slots[n] and work[n].fits(pod)), None) or next(
+                (n for n in nodes if work[n].fits(pod)), None
+            )
             if home is None:
                 unseated.append(pod)
                 continue
             if size in slots[home]:
                 slots[home].remove(size)
             placements[pod.key] = PodPlacement(pod, home, work[home].take(pod))
-    _seat_fractions(allocation, answer, node_class, fractional, new_devices, work, placements, unseated)
+    _seat_fractions(
+        allocation, answer, node_class, fractional, new_devices, work, placements, unseated
+    )
     for pod in sorted(cpu_only, key=lambda p: (-p.request.cpu, -p.request.memory, p.key)):
         home = next((n for n in nodes if work[n].fits(pod)), None)
         if home is None:
@@ -153,17 +155,24 @@ def _seat_fractions(
     for slot, (slot_patterns, slot_vars) in enumerate(
         zip(patterns.existing_patterns, patterns.existing_vars, strict=True)
     ):
-        expanded = [p for p, v in zip(slot_patterns, slot_vars, strict=True) for _ in range(answer.value(v))]
+        expanded = [
+            p for p, v in zip(slot_patterns, slot_vars, strict=True) for _ in range(answer.value(v))
+        ]
         for name, pattern in zip(node_class.nodes, expanded, strict=False):
             group = slot_groups[name][slot] if slot < len(slot_groups[name]) else ""
-            _fill_device(name, group, pattern, patterns.device_sizes, queues, work, placements, unseated)
+            _fill_device(
+                name, group, pattern, patterns.device_sizes, queues, work, placements, unseated
+            )
     if patterns.device_patterns is not None:
         expanded = [
-            p for p, v in zip(patterns.device_patterns, patterns.device_vars, strict=True)
+            p
+            for p, v in zip(patterns.device_patterns, patterns.device_vars, strict=True)
             for _ in range(answer.value(v))
         ]
         for name, pattern in zip(new_devices, expanded, strict=False):
-            _fill_device(name, "", pattern, patterns.device_sizes, queues, work, placements, unseated)
+            _fill_device(
+                name, "", pattern, patterns.device_sizes, queues, work, placements, unseated
+            )
     for pods in queues.values():  # totals-only mode, or leftovers: best effort on any device
         for pod in pods:
             home = next((n for n in node_class.nodes if work[n].fits(pod)), None)
@@ -191,8 +200,14 @@ def _fill_device(
             if not waiting:
                 return
             pod = waiting.pop(0)
-            free = cap.node.gpu_memory_mib - cap.shared.get(group, 0) if group else cap.node.gpu_memory_mib
-            fits_device = (group in cap.shared and free >= size) or (not group and cap.whole_gpus >= 1)
+            free = (
+                cap.node.gpu_memory_mib - cap.shared.get(group, 0)
+                if group
+                else cap.node.gpu_memory_mib
+            )
+            fits_device = (group in cap.shared and free >= size) or (
+                not group and cap.whole_gpus >= 1
+            )
             if not (cap.fits_base(pod) and fits_device):
                 unseated.append(pod)
                 continue

@@ -29,12 +29,14 @@ class Stage:
     tiers: tuple[Tier, ...]
 
     def objective(self) -> cp_model.LinearExprT:
-        total: cp_model.LinearExprT = 0
+        expressions: list[cp_model.LinearExprT] = []
+        weights: list[int] = []
         weight = 1
         for tier in reversed(self.tiers):
-            total = total + weight * tier.expr
+            expressions.append(tier.expr)
+            weights.append(weight)
             weight *= tier.bound + 1
-        return total
+        return cp_model.LinearExpr.weighted_sum(expressions, weights)
 
 
 def stages(tiers: Sequence[Tier]) -> list[Stage]:

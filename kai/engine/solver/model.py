@@ -21,7 +21,7 @@ from ortools.sat.python import cp_model
 from kai.engine.budget import QueueBudget
 from kai.engine.gangs import GangRequest, pod_resources
 from kai.engine.model import UNLIMITED, PlacementStrategy, Queue
-from kai.engine.resources import RESOURCE_NAMES, Resources, ResourceName
+from kai.engine.resources import RESOURCE_NAMES, ResourceName, Resources
 from kai.engine.solver.lexicographic import Tier
 from kai.engine.solver.patterns import enumerate_patterns
 from kai.engine.solver.shapes import NodeClass, Shape
@@ -83,7 +83,9 @@ class AllocationModel:
         self.count: dict[tuple[int, int], cp_model.IntVar] = {}
         self.patterns: dict[int, ClassPatterns] = {}
         self.tiers: list[Tier] = []
-        self._gang_terms: dict[str, list[tuple[cp_model.IntVar, Resources, int]]] = defaultdict(list)
+        self._gang_terms: dict[str, list[tuple[cp_model.IntVar, Resources, int]]] = defaultdict(
+            list
+        )
         self._build()
 
     # -- construction --------------------------------------------------------------------
@@ -98,8 +100,8 @@ class AllocationModel:
             if gang.core:
                 admit = self.model.new_bool_var(f"admit[{gang.key}]")
                 self.admit[gang.key] = admit
-                for shape, n in core_by_shape.items():
-                    demand[shape].append((n, admit))
+                for shape_id, n in core_by_shape.items():
+                    demand[shape_id].append((n, admit))
                 request = gang.core_request(data.accounting_memory_mib)
                 self._gang_terms[gang.key].append((admit, request, 1))
             elastic_by_shape: dict[int, list[Resources]] = defaultdict(list)
@@ -107,12 +109,12 @@ class AllocationModel:
                 elastic_by_shape[data.shape_index[pod.key]].append(
                     pod_resources(pod, data.accounting_memory_mib)
                 )
-            for shape, requests in elastic_by_shape.items():
-                var = self.model.new_int_var(0, len(requests), f"elastic[{gang.key},{shape}]")
+            for shape_id, requests in elastic_by_shape.items():
+                var = self.model.new_int_var(0, len(requests), f"elastic[{gang.key},{shape_id}]")
                 if admit is not None:
                     self.model.add(var <= len(requests) * admit)
-                self.elastic[gang.key, shape] = var
-                demand[shape].append((1, var))
+                self.elastic[gang.key, shape_id] = var
+                demand[shape_id].append((1, var))
                 self._gang_terms[gang.key].append((var, requests[0], 0))
         for node_class in data.classes:
             for shape_id, shape in enumerate(data.shapes):
@@ -158,7 +160,11 @@ class AllocationModel:
 
         whole_sizes = sorted({shapes[s].whole for s in counts if shapes[s].whole})
         fraction_sizes = sorted(
-            {shapes[s].device_mib(node_class.device_memory_mib) for s in counts if shapes[s].fractional}
+            {
+                shapes[s].device_mib(node_class.device_memory_mib)
+                for s in counts
+                if shapes[s].fractional
+            }
         )
         items: list[tuple[str, int]] = [("whole", k) for k in whole_sizes]
         if fraction_sizes:
@@ -170,21 +176,33 @@ class AllocationModel:
         item_totals: list[cp_model.LinearExprT] = []
         if node_patterns is not None:
             patterns.node_vars = [
-                model.new_int_var(0, size, f"y[{node_class.index},{i}]") for i in range(len(node_patterns))
+                model.new_int_var(0, size, f"y[{node_class.index},{i}]")
+                for i in range(len(node_patterns))
             ]
             model.add(sum(patterns.node_vars) <= size)
             for item in range(len(items)):
                 item_totals.append(
-                    sum(p[item] * v for p, v in zip(node_patterns, patterns.node_vars, strict=True) if p[item])
+                    sum(
+                        p[item] * v
+                        for p, v in zip(node_patterns, patterns.node_vars, strict=True)
+                        if p[item]
+                    )
                 )
         else:
-            totals = [model.new_int_var(0, size * node_class.whole_gpus, f"t[{node_class.index},{i}]") for i in range(len(items))]
-            model.add(sum(w * t for w, t in zip(weights, totals, strict=True)) <= size * node_class.whole_gpus)
+            totals = [
+                model.new_int_var(0, size * node_class.whole_gpus, f"t[{node_class.index},{i}]")
+                for i in range(len(items))
+            ]
+            model.add(
+                sum(w * t for w, t in zip(weights, totals, strict=True))
+                <= size * node_class.whole_gpus
+            )
             item_totals = list(totals)
         for item, (kind, k) in enumerate(items):
             if kind == "whole":
                 model.add(
-                    sum(var for s, var in counts.items() if shapes[s].whole == k) == item_totals[item]
+                    sum(var for s, var in counts.items() if shapes[s].whole == k)
+                    == item_totals[item]
                 )
         shared_total: cp_model.LinearExprT = item_totals[-1] if fraction_sizes else 0
         patterns.shared_devices = shared_total
@@ -207,16 +225,30 @@ class AllocationModel:
             if device_patterns is not None:
                 upper = node_class.size * node_class.whole_gpus
                 patterns.device_vars = [
-                    model.new_int_var(0, upper, f"w[{node_class.index},{i}]") for i in range(len(device_patterns))
+                    model.new_int_var(0, upper, f"w[{node_class.index},{i}]")
+                    for i in range(len(device_patterns))
                 ]
                 model.add(sum(patterns.device_vars) == shared_total)
                 for i in range(len(sizes)):
                     per_size[i].append(
-                        sum(p[i] * v for p, v in zip(device_patterns, patterns.device_vars, strict=True) if p[i])
+                        sum(
+                            p[i] * v
+                            for p, v in zip(device_patterns, patterns.device_vars, strict=True)
+                            if p[i]
+                        )
                     )
             else:
-                totals = [model.new_int_var(0, memory * node_class.size * node_class.whole_gpus, f"f[{node_class.index},{i}]") for i in range(len(sizes))]
-                model.add(sum(m * t for m, t in zip(sizes, totals, strict=True)) <= memory * shared_total)
+                totals = [
+                    model.new_int_var(
+                        0,
+                        memory * node_class.size * node_class.whole_gpus,
+                        f"f[{node_class.index},{i}]",
+                    )
+                    for i in range(len(sizes))
+                ]
+                model.add(
+                    sum(m * t for m, t in zip(sizes, totals, strict=True)) <= memory * shared_total
+                )
                 for i, total in enumerate(totals):
                     per_size[i].append(total)
         for slot, residual in enumerate(node_class.residuals):
@@ -236,7 +268,11 @@ class AllocationModel:
                 )
         for i, mib in enumerate(sizes):
             model.add(
-                sum(var for s, var in counts.items() if shapes[s].fractional and shapes[s].device_mib(memory) == mib)
+                sum(
+                    var
+                    for s, var in counts.items()
+                    if shapes[s].fractional and shapes[s].device_mib(memory) == mib
+                )
                 == sum(per_size[i])
             )
 
@@ -289,7 +325,9 @@ class AllocationModel:
             room = _floor(data.fair_share_room.get(queue, Fraction(0)) * OBJECTIVE_GPU_UNITS)
             if room <= 0:
                 continue
-            gpus = sum(self._gpu_units(req) * var for g in gangs for var, req, _ in self._gang_terms[g.key])
+            gpus = sum(
+                self._gpu_units(req) * var for g in gangs for var, req, _ in self._gang_terms[g.key]
+            )
             share = self.model.new_int_var(0, room, f"inshare[{queue}]")
             self.model.add(share <= gpus)
             in_share_terms.append(share)
@@ -341,7 +379,9 @@ class AllocationModel:
             before = node_class.total_gpus - node_class.whole_gpus
             for pattern, var in zip(patterns.node_patterns, patterns.node_vars, strict=True):
                 used = sum(
-                    n * k for n, (kind, k) in zip(pattern, patterns.node_items, strict=True) if kind == "whole"
+                    n * k
+                    for n, (kind, k) in zip(pattern, patterns.node_items, strict=True)
+                    if kind == "whole"
                 )
                 gain = (before + used) ** 2 - before**2
                 if self.data.strategy is PlacementStrategy.SPREAD:

@@ -25,7 +25,9 @@ from kai.engine.solver.model import OBJECTIVE_GPU_UNITS, AllocationModel, ModelI
 from kai.engine.solver.shapes import NodeClass, Shape, build_classes, modelled, shape_of
 from kai.engine.solver.solve import add_greedy_hint, solve
 
-GreedyRunner = Callable[[Mapping[str, NodeCapacity], list[GangRequest], QueueBudget], AllocationOutcome]
+GreedyRunner = Callable[
+    [Mapping[str, NodeCapacity], list[GangRequest], QueueBudget], AllocationOutcome
+]
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,11 @@ def optimize(
     classes = build_classes(capacity, eligibility_sets, lambda cap: cap.pods > 0)
     class_of_node: dict[str, NodeClass] = {n: c for c in classes for n in c.nodes}
     greedy_gpus = sum(
-        (pod_resources(p.pod, memory_mib).gpu for p in greedy.placements.values() if p.pod.key in shape_index),
+        (
+            pod_resources(p.pod, memory_mib).gpu
+            for p in greedy.placements.values()
+            if p.pod.key in shape_index
+        ),
         Fraction(0),
     )
     room = {
@@ -76,8 +82,16 @@ def optimize(
     }
     allocation = AllocationModel(
         ModelInput(
-            modelled_gangs, classes, shapes, shape_index, queues, budget, room,
-            config.placement_strategy, memory_mib, int(greedy_gpus * OBJECTIVE_GPU_UNITS),
+            modelled_gangs,
+            classes,
+            shapes,
+            shape_index,
+            queues,
+            budget,
+            room,
+            config.placement_strategy,
+            memory_mib,
+            int(greedy_gpus * OBJECTIVE_GPU_UNITS),
         )
     )
     add_greedy_hint(allocation, greedy, capacity, class_of_node)
@@ -94,13 +108,21 @@ def optimize(
         index.take(placement.node, placement.pod)
     admitted = set(decoded.admitted)
     for gang in gangs:
-        placed = [p for p in gang.core if p.key in decoded.placements] if gang.key in admitted else []
+        placed = (
+            [p for p in gang.core if p.key in decoded.placements] if gang.key in admitted else []
+        )
         placed += [p for p in gang.elastic if p.key in decoded.placements]
         for pod in placed:
             ledger.add(gang.group.queue, pod_resources(pod, memory_mib), gang.group.preemptible)
     leftovers = [
-        GangRequest(g.group, () if g.key in admitted else g.core,
-                    tuple(p for p in g.elastic if p.key not in decoded.placements), g.active, g.pending, 0)
+        GangRequest(
+            g.group,
+            () if g.key in admitted else g.core,
+            tuple(p for p in g.elastic if p.key not in decoded.placements),
+            g.active,
+            g.pending,
+            0,
+        )
         for g in gangs
         if g.key not in admitted or any(p.key not in decoded.placements for p in g.elastic)
     ]
@@ -115,12 +137,22 @@ def _gpu_upper_bound(
 ) -> Fraction:
     """No answer can place more GPUs than are free, nor more than the gangs ask for."""
     free = sum(
-        (cap.whole_gpus + sum((Fraction(cap.node.gpu_memory_mib - used, cap.node.gpu_memory_mib)
-                               for used in cap.shared.values()), Fraction(0))
-         for cap in capacity.values() if cap.node.ready and not cap.node.unschedulable),
+        (
+            cap.whole_gpus
+            + sum(
+                (
+                    Fraction(cap.node.gpu_memory_mib - used, cap.node.gpu_memory_mib)
+                    for used in cap.shared.values()
+                ),
+                Fraction(0),
+            )
+            for cap in capacity.values()
+            if cap.node.ready and not cap.node.unschedulable
+        ),
         Fraction(0),
     )
     asked = sum(
-        (pod_resources(p, memory_mib).gpu for g in gangs for p in (*g.core, *g.elastic)), Fraction(0)
+        (pod_resources(p, memory_mib).gpu for g in gangs for p in (*g.core, *g.elastic)),
+        Fraction(0),
     )
     return min(free, asked)

@@ -61,7 +61,11 @@ class NodeClass:
 
 def shape_of(pod: Pod, eligibility: int) -> Shape:
     return Shape(
-        pod.request.cpu, pod.request.memory, pod.gpu.whole, pod.gpu.portion, pod.gpu.memory_mib,
+        pod.request.cpu,
+        pod.request.memory,
+        pod.gpu.whole,
+        pod.gpu.portion,
+        pod.gpu.memory_mib,
         eligibility,
     )
 
@@ -81,25 +85,33 @@ def build_classes(
     for index, names in enumerate(eligibility_sets):
         for name in names:
             membership.setdefault(name, []).append(index)
-    groups: dict[tuple[object, ...], list[str]] = {}
+    groups: dict[tuple[tuple[int, ...], tuple[object, ...], tuple[int, ...]], list[str]] = {}
     for name in sorted(capacity):
         cap = capacity[name]
         if name not in membership or not usable(cap):
             continue
         memory = cap.node.gpu_memory_mib
         key = (
-            tuple(membership[name]), cap.cpu, cap.memory, cap.pods, cap.whole_gpus, cap.node.gpus,
-            memory, tuple(sorted(memory - used for used in cap.shared.values())),
+            tuple(membership[name]),
+            (cap.cpu, cap.memory, cap.pods, cap.whole_gpus, cap.node.gpus, memory),
+            tuple(sorted(memory - used for used in cap.shared.values())),
         )
         groups.setdefault(key, []).append(name)
     classes: list[NodeClass] = []
-    for key, names in groups.items():
-        first = capacity[names[0]]
+    for (_, _, residuals), members in groups.items():
+        first = capacity[members[0]]
         classes.append(
             NodeClass(
-                len(classes), tuple(names), first.cpu, first.memory, first.pods, first.whole_gpus,
-                first.node.gpus, first.node.gpu_memory_mib, key[-1],  # type: ignore[arg-type]
-                frozenset(membership[names[0]]),
+                len(classes),
+                tuple(members),
+                first.cpu,
+                first.memory,
+                first.pods,
+                first.whole_gpus,
+                first.node.gpus,
+                first.node.gpu_memory_mib,
+                residuals,
+                frozenset(membership[members[0]]),
             )
         )
     return classes

@@ -45,7 +45,9 @@ def solve(
     remaining = time_limit
     plan = stages(allocation.tiers) or []
     for position, stage in enumerate(plan):
-        share = _FIRST_STAGE_SHARE if position == 0 and len(plan) > 1 else 1.0 / (len(plan) - position)
+        share = (
+            _FIRST_STAGE_SHARE if position == 0 and len(plan) > 1 else 1.0 / (len(plan) - position)
+        )
         budget = max(0.05, remaining * share)
         solver = cp_model.CpSolver()
         params = solver.parameters
@@ -64,11 +66,14 @@ def solve(
         bounds = [*answer.objective_bounds] if answer else []
         bounds.append(solver.best_objective_bound)
         answer = SolverAnswer(
-            values, solver.status_name(status), position + 1, bounds,
+            values,
+            solver.status_name(status),
+            position + 1,
+            bounds,
             (answer.wall_seconds if answer else 0.0) + solver.wall_time,
         )
         model.add(stage.objective() >= int(solver.objective_value))
-        model.clear_hints()
+        model.clear_hints()  # type: ignore[no-untyped-call]  # untyped in ortools' stubs
         for var in variables:
             model.add_hint(var, values[var.index])
         if remaining <= 0.05:
@@ -104,13 +109,13 @@ def add_greedy_hint(
     by_node: dict[str, list[tuple[int, tuple[str, ...]]]] = {}
     for placement in outcome.placements.values():
         node_class = class_of_node.get(placement.node)
-        shape = data.shape_index.get(placement.pod.key)
-        if node_class is None or shape is None:
+        shape_id = data.shape_index.get(placement.pod.key)
+        if node_class is None or shape_id is None:
             continue
-        per_class_shape[node_class.index, shape] += 1
-        by_node.setdefault(placement.node, []).append((shape, placement.gpu_groups))
-    for key, var in allocation.count.items():
-        model.add_hint(var, per_class_shape.get(key, 0))
+        per_class_shape[node_class.index, shape_id] += 1
+        by_node.setdefault(placement.node, []).append((shape_id, placement.gpu_groups))
+    for class_and_shape, var in allocation.count.items():
+        model.add_hint(var, per_class_shape.get(class_and_shape, 0))
     _hint_patterns(allocation, by_node, capacity, class_of_node)
 
 
@@ -141,7 +146,9 @@ def _hint_patterns(
         if new_devices:
             items[patterns.node_items.index(("shared", 0))] += len(new_devices)
         node_counts[node_class.index, tuple(items)] += 1
-        slots = {group: slot for slot, (_, group) in enumerate(node_class.device_free(capacity[node]))}
+        slots = {
+            group: slot for slot, (_, group) in enumerate(node_class.device_free(capacity[node]))
+        }
         for group, sizes in devices.items():
             vector = tuple(sizes.count(size) for size in patterns.device_sizes)
             device_counts[node_class.index, slots.get(group, -1), vector] += 1
