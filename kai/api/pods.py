@@ -1,0 +1,139 @@
+"""Turns a v1 Pod manifest into the engine's `Pod`.
+
+The pod's group is passed in rather than read here: which PodGroup a pod belongs to
+is the pod grouper's decision (kai-semantics §14.2), made from owners this module
+never sees.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+from kai.api import corev1
+from kai.api.constants import (
+    GPU_GROUP_LABEL,
+    MULTI_GPU_GROUP_LABEL_PREFIX,
+    NVIDIA_GPU_RESOURCE,
+    POD_GROUP_ANNOTATION,
+    SCHEDULER_NAME,
+    SUBGROUP_LABEL,
+    TASK_PRIORITY_LABEL,
+)
+from kai.api.errors import ManifestError, ObjectRef, object_ref, raise_all, validated
+from kai.api.fields import integer_or_none
+from kai.api.gpu_sharing import gpu_request
+from kai.api.placement import pod_placement
+from kai.api.requests import asks_for_whole_gpus, container_errors, effective_requests
+from kai.engine.model import Pod, PodPhase
+from kai.engine.resources import Resources
+
+
+def parse_pod(manifest: Mapping[str, Any], pod_group_key: str) -> Pod:
+    """The engine's view of a Pod in the group `pod_group_key` ("namespace/name").
+
+    Raises ManifestError naming the first bad field, with the others in `also`.
+    """
+    ref = object_ref("Pod", manifest, namespaced=True)
+    wire = validated(corev1.Pod, ref, manifest)
+    metadata, spec = wire.metadata, wire.spec
+    errors = container_errors(ref, spec)
+    requests = effective_requests(spec)
+    whole_gpus = requests.get(NVIDIA_GPU_RESOURCE, Fraction(0))
+    gpu = gpu_request(
+        ref,
+        metadata.annotations,
+        whole_devices=math.floor(whole_gpus),
+        names_whole_gpus=asks_for_whole_gpus(spec),
+        errors=errors,
+    )
+    placement = pod_placement(ref, spec, errors)
+    phase = _phase(ref, wire, errors)
+    task_priority = _task_priority(ref, metadata.labels, errors)
+    raise_all(errors)
+    return Pod(
+        namespace=ref.namespace or "default",
+        name=metadata.name,
+        uid=metadata.uid,
+        group=pod_group_key,
+        subgroup=metadata.labels.get(SUBGROUP_LABEL) or None,
+        phase=phase,
+        node=spec.node_name or None,
+        request=Resources.of(
+            gpu=gpu.whole,
+            cpu=math.ceil(requests.get("cpu", Fraction(0)) * 1000),
+            memory=math.ceil(requests.get("memory", Fraction(0))),
+        ),
+        gpu=gpu,
+        placement=placement,
+        created=metadata.creation_timestamp,
+        task_priority=task_priority,
+        gpu_groups=gpu_groups(metadata.labels),
+        scheduler_is_ours=spec.scheduler_name == SCHEDULER_NAME,
+    )
+
+
+def gpu_groups(labels: Mapping[str, str]) -> tuple[str, ...]:
+    """The shared devices a fractional pod sits on, from the labels KAI's binder writes.
+
+    The single-device label comes first; a multi-device pod also carries one
+    `runai-gpu-group/<group>` label per device. As in KAI, those count only beside
+    the single-device label.
+    """
+    first = labels.get(GPU_GROUP_LABEL)
+    if not first:
+        return ()
+    groups = [first]
+    for key in sorted(labels):
+        value = labels[key]
+        if key.startswith(MULTI_GPU_GROUP_LABEL_PREFIX) and value and value not in groups:
+            groups.append(value)
+    return tuple(groups)
+
+
+def _phase(ref: ObjectRef, wire: corev1.Pod, errors: list[ManifestError]) -> PodPhase:
+    """KAI's pod status (kai-semantics §6) folded into the phases the engine distinguishes."""
+    phase = wire.status.phase
+    bound = bool(wire.spec.node_name)
+    if phase == "Succeeded":
+        return PodPhase.SUCCEEDED
+    if phase == "Failed":
+        return PodPhase.FAILED
+    if wire.metadata.deletion_timestamp is not None:
+        return PodPhase.RELEASING
+    if bound:
+        # Running, Pending-on-a-node and Unknown (node lost contact) all hold the node.
+        return PodPhase.BOUND
+    if phase != "Pending":
+        errors.append(
+            ref.error("status.phase", f"{phase} needs spec.nodeName: a pod runs on a node")
+        )
+    return PodPhase.GATED if wire.spec.scheduling_gates else PodPhase.PENDING
+
+
+def _task_priority(ref: ObjectRef, labels: Mapping[str, str], errors: list[ManifestError]) -> int:
+    text = labels.get(TASK_PRIORITY_LABEL)
+    if text is None:
+        return 0
+    priority = integer_or_none(text)
+    if priority is None:
+        field = f"metadata.labels.{TASK_PRIORITY_LABEL}"
+        errors.append(ref.error(field, f"must be an integer, got {text!r}"))
+        return 0
+    return priority
+
+
+def annotated_pod_group_key(manifest: Mapping[str, Any]) -> str | None:
+    """"namespace/name" of the PodGroup the pod's `pod-group-name` annotation names, if any.
+
+    Read leniently, before validation, because the key is needed to parse the pod; a
+    malformed pod is reported by `parse_pod` itself.
+    """
+    metadata = manifest.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    name = annotations.get(POD_GROUP_ANNOTATION) if isinstance(annotations, Mapping) else None
+    if not isinstance(name, str) or not name:
+        return None
+    return f"{object_ref('Pod', manifest, namespaced=True).namespace}/{name}"
