@@ -34,7 +34,9 @@ from kai.engine.resources import Resources
 def parse_pod(manifest: Mapping[str, Any], pod_group_key: str) -> Pod:
     """The engine's view of a Pod in the group `pod_group_key` ("namespace/name").
 
-    Raises ManifestError naming the first bad field, with the others in `also`.
+    Raises ManifestError naming the first bad field, with the others in `also`. Malformed
+    fields (types, quantities, enums) are all reported at once; the rules that span fields
+    (GPU forms, phase, affinity) are checked, all of them, once the pod is well-formed.
     """
     ref = object_ref("Pod", manifest, namespaced=True)
     wire = validated(corev1.Pod, ref, manifest)
