@@ -25,7 +25,7 @@ class ResourceRequirements(WireModel):
 class Container(WireModel):
     name: str = ""
     resources: ResourceRequirements = ResourceRequirements()
-    restart_policy: Literal["Always"] | None = None  # only init containers; Always = sidecar
+    restart_policy: str | None = None  # on an init container, Always makes it a sidecar
 
 
 class NodeSelectorRequirement(WireModel):

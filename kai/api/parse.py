@@ -118,9 +118,8 @@ def parse_objects(docs: Iterable[tuple[str, object]]) -> ParsedObjects:
             parsed.problems += _lines(item.source, error.all_errors)
 
     queue_sources = {ref.name: item.source for item, ref in ours if ref.kind == "Queue"}
-    parsed.problems += [
-        f"{queue_sources[error.name]}: {error}" for error in validate_queue_tree(parsed.queues)
-    ]
+    tree_errors = validate_queue_tree(parsed.queues, also_defined=queue_sources)
+    parsed.problems += [f"{queue_sources[error.name]}: {error}" for error in tree_errors]
     return parsed
 
 
@@ -137,15 +136,15 @@ def _flatten(docs: Iterable[tuple[str, object]], problems: list[str]) -> Iterato
         if isinstance(kind, str) and kind.endswith("List") and isinstance(items, list):
             yield from _flatten(((source, entry) for entry in items), problems)
             continue
-        for name in ("kind", "apiVersion"):
-            if not isinstance(doc.get(name), str) or not doc[name]:
-                ref = object_ref(
-                    kind if isinstance(kind, str) and kind else "Object", doc, namespaced=False
-                )
-                problems.append(f"{source}: {ref}: {name}: required")
-                break
-        else:
-            yield SourcedObject(source, doc)
+        missing = next(
+            (name for name in ("kind", "apiVersion") if not _is_text(doc.get(name))), None
+        )
+        if missing is not None:
+            label = kind if isinstance(kind, str) and kind else "Object"
+            ref = object_ref(label, doc, namespaced=_KINDS.get(label, ("", False))[1])
+            problems.append(f"{source}: {ref}: {missing}: required")
+            continue
+        yield SourcedObject(source, doc)
 
 
 def _classify(item: SourcedObject, parsed: ParsedObjects) -> ObjectRef | None:
@@ -177,7 +176,7 @@ def _parse_one(parsed: ParsedObjects, item: SourcedObject, ref: ObjectRef) -> No
     elif ref.kind == "Queue":
         parsed.queues.append(parse_queue(manifest))
         parsed.warnings += _lines(item.source, queue_warnings(manifest))
-    else:
+    elif ref.kind == "PodGroup":
         group = parse_pod_group(manifest, parsed.priority_classes)
         parsed.pod_groups.append(group)
         if group.priority_class is not None and group.priority_class not in parsed.priority_classes:
@@ -191,6 +190,10 @@ def _parse_one(parsed: ParsedObjects, item: SourcedObject, ref: ObjectRef) -> No
 
 def _lines(source: str, findings: Iterable[ManifestError | ManifestWarning]) -> list[str]:
     return [f"{source}: {finding}" for finding in findings]
+
+
+def _is_text(value: object) -> bool:
+    return isinstance(value, str) and bool(value)
 
 
 def _group(api_version: str) -> str:

@@ -8,7 +8,7 @@ in the queue. That last rule is compatible and surprising, so it is kept and war
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -75,17 +75,21 @@ def queue_warnings(manifest: Mapping[str, Any]) -> list[ManifestWarning]:
     ]
 
 
-def validate_queue_tree(queues: Iterable[Queue]) -> list[ManifestError]:
+def validate_queue_tree(
+    queues: Iterable[Queue], *, also_defined: Collection[str] = ()
+) -> list[ManifestError]:
     """A queue whose parent is missing, and every queue on a parent cycle, by queue name.
 
     KAI silently drops such queues and everything below them (kai-semantics §3.1); here
     they are errors so that a typo in `parentQueue` is found before pods sit pending.
+    `also_defined` names queues that exist but could not be parsed (their own errors are
+    reported already), so that their children are not said to have no parent.
     """
     by_name = {queue.name: queue for queue in queues}
     errors: list[ManifestError] = []
     for name in sorted(by_name):
         parent = by_name[name].parent
-        if parent is not None and parent not in by_name:
+        if parent is not None and parent not in by_name and parent not in also_defined:
             errors.append(
                 _ref(name).error("spec.parentQueue", f"parent queue {parent!r} does not exist")
             )

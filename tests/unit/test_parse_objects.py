@@ -272,3 +272,26 @@ def test_a_priority_class_may_redefine_a_built_in_one() -> None:
     assert parsed.problems == [
         "pc.yaml: PriorityClass x: value: Input should be a valid integer, got 'high'"
     ]
+
+
+def test_the_child_of_an_invalid_queue_is_not_called_an_orphan() -> None:
+    limits = {"limit": -1}
+    parent = {
+        "apiVersion": "scheduling.run.ai/v2",
+        "kind": "Queue",
+        "metadata": {"name": "dept"},
+        "spec": {"resources": {"gpu": {"quota": -5}}},
+    }
+    child = {
+        "apiVersion": "scheduling.run.ai/v2",
+        "kind": "Queue",
+        "metadata": {"name": "team"},
+        "spec": {
+            "parentQueue": "dept",
+            "resources": {"gpu": limits, "cpu": limits, "memory": limits},
+        },
+    }
+    parsed = parse_objects([("q.yaml", parent), ("q.yaml", child)])
+    assert parsed.problems == [
+        "q.yaml: Queue dept: spec.resources.gpu.quota: must be -1 (unlimited) or at least 0, got -5"
+    ]
