@@ -2,8 +2,8 @@
 
 Every parser in `kai.api` reports bad input the same way so that `kai simulate` and the
 live operator can print `Kind namespace/name: field: message` and a user can find the
-line to fix. Field paths are dotted with list indexes in brackets
-(`spec.containers[0].resources.requests.cpu`), as `kubectl explain` spells them.
+line to fix. Field paths use the manifest's own (camelCase) names, dotted, with list
+indexes in brackets: `spec.containers[0].resources.requests.cpu`.
 """
 
 from __future__ import annotations
