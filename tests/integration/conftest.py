@@ -1,0 +1,102 @@
+"""Fixtures that run integration tests against a real Kubernetes control plane.
+
+One control plane (etcd, kube-apiserver, kube-controller-manager) starts per
+test session; each test gets its own namespace. Without the built programs
+the tests are skipped locally and fail in CI, naming the build command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from kai.testing.binaries import BinariesMissingError, locate_binaries
+from kai.testing.controlplane import ClusterAccess, ControlPlane
+from kai.testing.fakes import GpuNode, NodeFactory, create_gpu_node
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run this folder's async tests in the session's event loop.
+
+    The API client is session-scoped and its connections belong to one loop.
+    """
+    session_loop = pytest.mark.asyncio(loop_scope="session")
+    for item in items:
+        if pytest_asyncio.is_async_test(item) and HERE in Path(item.path).parents:
+            item.add_marker(session_loop, append=False)
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ClusterAccess]:
+    """The session's control plane; skipped (failed in CI) if not built."""
+    try:
+        binaries = locate_binaries(REPO_ROOT)
+    except BinariesMissingError as err:
+        if os.environ.get("CI") == "true":
+            pytest.fail(str(err), pytrace=False)
+        pytest.skip(str(err))
+    with ControlPlane(binaries, REPO_ROOT / "crds") as access:
+        yield access
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def api(control_plane: ClusterAccess) -> AsyncIterator[client.ApiClient]:
+    """An admin API client (system:masters) for the session's control plane."""
+    api_client = await config.new_client_from_config(config_file=str(control_plane.kubeconfig))
+    async with api_client:
+        yield api_client
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def namespace(api: client.ApiClient) -> AsyncIterator[str]:
+    """A fresh namespace, ready for pods, deleted after the test."""
+    core = client.CoreV1Api(api)
+    name = f"kai-test-{uuid.uuid4().hex[:8]}"
+    await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    await _wait_for_default_service_account(core, name)
+    yield name
+    await core.delete_namespace(name)
+
+
+async def _wait_for_default_service_account(core: client.CoreV1Api, namespace: str) -> None:
+    # Pods are admitted only once kube-controller-manager has made this account.
+    async with asyncio.timeout(30):
+        while True:
+            try:
+                await core.read_namespaced_service_account("default", namespace)
+                return
+            except ApiException as err:
+                if err.status != 404:
+                    raise
+            await asyncio.sleep(0.05)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def gpu_nodes(api: client.ApiClient) -> AsyncIterator[NodeFactory]:
+    """Creates Ready fake GPU nodes; deletes them after the test (nodes are cluster-wide)."""
+    created: list[str] = []
+
+    async def make(node: GpuNode) -> client.V1Node:
+        created.append(node.name)
+        return await create_gpu_node(api, node)
+
+    yield make
+    core = client.CoreV1Api(api)
+    for name in created:
+        try:
+            await core.delete_node(name)
+        except ApiException as err:
+            if err.status != 404:  # its creation failed
+                raise
