@@ -22,12 +22,12 @@ def metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def labels(obj: Mapping[str, Any]) -> dict[str, str]:
+def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
     value = metadata(obj).get("labels")
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
 
 
-def annotations(obj: Mapping[str, Any]) -> dict[str, str]:
+def annotations_of(obj: Mapping[str, Any]) -> dict[str, str]:
     value = metadata(obj).get("annotations")
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
 

@@ -1,0 +1,407 @@
+"""What each workload controller creates, written from each project's public behaviour.
+
+Each function takes a workload object and returns the objects its controller
+would create, owners before the objects they own: intermediate objects (a
+JobSet's Jobs, a Deployment's ReplicaSet, an LWS's StatefulSets) and the pods,
+with the labels and annotations the grouper and the definitions read. Names
+follow each controller's scheme; random suffixes become stable hashes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kai.workloads.objects import labels_of, name_of, object_uid
+from kai.workloads.synth import owned_object, pod_from_template, short_hash, template_with_labels
+
+Objects = list[dict[str, Any]]
+Controller = Callable[[Mapping[str, Any]], Objects]
+
+
+def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    spec = obj.get("spec")
+    return spec if isinstance(spec, Mapping) else {}
+
+
+def _count(value: Any, default: int) -> int:
+    return default if value is None else int(str(value))
+
+
+def replicaset_pods(rs: Mapping[str, Any]) -> Objects:
+    template = _spec(rs).get("template") or {}
+    name = name_of(rs)
+    return [
+        pod_from_template(template, f"{name}-{short_hash(name, str(i))}", rs)
+        for i in range(_count(_spec(rs).get("replicas"), 1))
+    ]
+
+
+def deployment(deploy: Mapping[str, Any]) -> Objects:
+    template = _spec(deploy).get("template") or {}
+    template_hash = short_hash(name_of(deploy), repr(template), length=10)
+    stamped = template_with_labels(template, {"pod-template-hash": template_hash})
+    rs_spec = {"replicas": _count(_spec(deploy).get("replicas"), 1), "template": stamped}
+    rs = owned_object(
+        "apps/v1",
+        "ReplicaSet",
+        f"{name_of(deploy)}-{template_hash}",
+        deploy,
+        rs_spec,
+        labels={**labels_of(deploy), "pod-template-hash": template_hash},
+    )
+    return [rs, *replicaset_pods(rs)]
+
+
+def statefulset(sts: Mapping[str, Any]) -> Objects:
+    template = _spec(sts).get("template") or {}
+    name = name_of(sts)
+    return [
+        pod_from_template(
+            template,
+            f"{name}-{ordinal}",
+            sts,
+            labels={
+                "statefulset.kubernetes.io/pod-name": f"{name}-{ordinal}",
+                "apps.kubernetes.io/pod-index": str(ordinal),
+            },
+        )
+        for ordinal in range(_count(_spec(sts).get("replicas"), 1))
+    ]
+
+
+def job(job_obj: Mapping[str, Any]) -> Objects:
+    spec = _spec(job_obj)
+    if spec.get("suspend") is True:
+        return []
+    parallelism = _count(spec.get("parallelism"), 1)
+    completions = spec.get("completions")
+    active = parallelism if completions is None else min(parallelism, _count(completions, 1))
+    name = name_of(job_obj)
+    uid = object_uid(job_obj)
+    controller_labels = {
+        "batch.kubernetes.io/job-name": name,
+        "job-name": name,
+        "batch.kubernetes.io/controller-uid": uid,
+        "controller-uid": uid,
+    }
+    indexed = spec.get("completionMode") == "Indexed"
+    pods = []
+    for index in range(active):
+        extra = dict(controller_labels)
+        annotations = {}
+        pod_name = f"{name}-{short_hash(name, str(index))}"
+        if indexed:
+            extra["batch.kubernetes.io/job-completion-index"] = str(index)
+            annotations["batch.kubernetes.io/job-completion-index"] = str(index)
+            pod_name = f"{name}-{index}-{short_hash(name, str(index))}"
+        pods.append(
+            pod_from_template(spec.get("template") or {}, pod_name, job_obj, extra, annotations)
+        )
+    return pods
+
+
+def cronjob(cron: Mapping[str, Any]) -> Objects:
+    if _spec(cron).get("suspend") is True:
+        return []
+    template = _spec(cron).get("jobTemplate") or {}
+    meta = template.get("metadata") or {}
+    child = owned_object(
+        "batch/v1",
+        "Job",
+        f"{name_of(cron)}-{short_hash(name_of(cron), length=8)}",
+        cron,
+        template.get("spec") or {},
+        labels=meta.get("labels"),
+        annotations=meta.get("annotations"),
+    )
+    return [child, *job(child)]
+
+
+def jobset(js: Mapping[str, Any]) -> Objects:
+    objects: Objects = []
+    name = name_of(js)
+    for replicated in _spec(js).get("replicatedJobs") or []:
+        rj_name = str(replicated.get("name"))
+        replicas = _count(replicated.get("replicas"), 1)
+        template = replicated.get("template") or {}
+        for index in range(replicas):
+            jobset_labels = {
+                "jobset.sigs.k8s.io/jobset-name": name,
+                "jobset.sigs.k8s.io/replicatedjob-name": rj_name,
+                "jobset.sigs.k8s.io/replicatedjob-replicas": str(replicas),
+                "jobset.sigs.k8s.io/job-index": str(index),
+            }
+            job_spec = dict(template.get("spec") or {})
+            job_spec["template"] = template_with_labels(
+                job_spec.get("template") or {}, jobset_labels
+            )
+            meta = template.get("metadata") or {}
+            child = owned_object(
+                "batch/v1",
+                "Job",
+                f"{name}-{rj_name}-{index}",
+                js,
+                job_spec,
+                labels={**(meta.get("labels") or {}), **jobset_labels},
+                annotations=meta.get("annotations"),
+            )
+            objects.extend([child, *job(child)])
+    return objects
+
+
+_TRAINING_SPECS = {
+    "PyTorchJob": ("pytorchReplicaSpecs", "pytorchjob-controller"),
+    "TFJob": ("tfReplicaSpecs", "tfjob-controller"),
+    "XGBoostJob": ("xgbReplicaSpecs", "xgboostjob-controller"),
+    "JAXJob": ("jaxReplicaSpecs", "jaxjob-controller"),
+}
+
+
+def training_job(job_obj: Mapping[str, Any]) -> Objects:
+    """Kubeflow training operator: pods `<job>-<role>-<i>` created directly under the job."""
+    specs_field, operator = _TRAINING_SPECS[str(job_obj.get("kind"))]
+    name = name_of(job_obj)
+    pods = []
+    for role, replica_spec in (_spec(job_obj).get(specs_field) or {}).items():
+        for index in range(_count(replica_spec.get("replicas"), 1)):
+            pods.append(
+                pod_from_template(
+                    replica_spec.get("template") or {},
+                    f"{name}-{role.lower()}-{index}",
+                    job_obj,
+                    labels={
+                        "training.kubeflow.org/job-name": name,
+                        "training.kubeflow.org/operator-name": operator,
+                        "training.kubeflow.org/replica-type": role.lower(),
+                        "training.kubeflow.org/replica-index": str(index),
+                    },
+                )
+            )
+    return pods
+
+
+def mpijob(mpi: Mapping[str, Any]) -> Objects:
+    """MPI operator v2: a launcher batch Job `<job>-launcher` and worker pods `<job>-worker-<i>`."""
+    name = name_of(mpi)
+    specs = _spec(mpi).get("mpiReplicaSpecs") or {}
+
+    def role_labels(role: str) -> dict[str, str]:
+        return {
+            "training.kubeflow.org/job-name": name,
+            "training.kubeflow.org/operator-name": "mpi-operator",
+            "training.kubeflow.org/job-role": role,
+        }
+
+    objects: Objects = []
+    workers = specs.get("Worker") or {}
+    for index in range(_count(workers.get("replicas"), 1)):
+        objects.append(
+            pod_from_template(
+                workers.get("template") or {},
+                f"{name}-worker-{index}",
+                mpi,
+                labels={**role_labels("worker"), "training.kubeflow.org/replica-index": str(index)},
+            )
+        )
+    launcher = specs.get("Launcher")
+    if launcher:
+        template = template_with_labels(launcher.get("template") or {}, role_labels("launcher"))
+        launcher_job = owned_object(
+            "batch/v1",
+            "Job",
+            f"{name}-launcher",
+            mpi,
+            {"template": template},
+            labels=role_labels("launcher"),
+        )
+        objects[:0] = [launcher_job, *job(launcher_job)]
+    return objects
+
+
+def raycluster(cluster: Mapping[str, Any]) -> Objects:
+    name = name_of(cluster)
+    spec = _spec(cluster)
+    if spec.get("suspend") is True:
+        return []
+    common = {"ray.io/cluster": name, "ray.io/is-ray-node": "yes"}
+    head = spec.get("headGroupSpec") or {}
+    pods = [
+        pod_from_template(
+            head.get("template") or {},
+            f"{name}-head-{short_hash(name, 'head')}",
+            cluster,
+            labels={**common, "ray.io/node-type": "head", "ray.io/group": "headgroup"},
+        )
+    ]
+    for group in spec.get("workerGroupSpecs") or []:
+        group_name = str(group.get("groupName"))
+        count = _count(group.get("replicas"), 1) * _count(group.get("numOfHosts"), 1)
+        for index in range(count):
+            pods.append(
+                pod_from_template(
+                    group.get("template") or {},
+                    f"{name}-{group_name}-worker-{short_hash(name, group_name, str(index))}",
+                    cluster,
+                    labels={**common, "ray.io/node-type": "worker", "ray.io/group": group_name},
+                )
+            )
+    return pods
+
+
+def _ray_owner_of_cluster(spec_field: str, infix: str) -> Controller:
+    def expand(owner: Mapping[str, Any]) -> Objects:
+        cluster_spec = _spec(owner).get(spec_field) or {}
+        name = f"{name_of(owner)}{infix}-{short_hash(name_of(owner))}"
+        cluster = owned_object(
+            "ray.io/v1", "RayCluster", name, owner, cluster_spec, labels_of(owner)
+        )
+        return [cluster, *raycluster(cluster)]
+
+    return expand
+
+
+rayjob = _ray_owner_of_cluster("rayClusterSpec", "")
+rayservice = _ray_owner_of_cluster("rayClusterConfig", "-raycluster")
+
+
+def leaderworkerset(lws: Mapping[str, Any]) -> Objects:
+    """LWS: a leader StatefulSet `<lws>`; each leader pod owns a worker StatefulSet `<lws>-<g>`."""
+    name = name_of(lws)
+    template = _spec(lws).get("leaderWorkerTemplate") or {}
+    size = _count(template.get("size"), 1)
+    worker_template = template.get("workerTemplate") or {}
+    leader_template = template.get("leaderTemplate") or worker_template
+    leaders = owned_object("apps/v1", "StatefulSet", name, lws, {"template": leader_template})
+    objects: Objects = [leaders]
+    for group in range(_count(_spec(lws).get("replicas"), 1)):
+        group_labels = {
+            "leaderworkerset.sigs.k8s.io/name": name,
+            "leaderworkerset.sigs.k8s.io/group-index": str(group),
+            "leaderworkerset.sigs.k8s.io/group-key": short_hash(name, str(group), length=40),
+        }
+        leader = pod_from_template(
+            leader_template,
+            f"{name}-{group}",
+            leaders,
+            labels={**group_labels, "leaderworkerset.sigs.k8s.io/worker-index": "0"},
+            annotations={"leaderworkerset.sigs.k8s.io/size": str(size)},
+        )
+        objects.append(leader)
+        if size < 2:
+            continue
+        workers = owned_object(
+            "apps/v1", "StatefulSet", f"{name}-{group}", leader, {"template": worker_template}
+        )
+        objects.append(workers)
+        for worker in range(1, size):
+            objects.append(
+                pod_from_template(
+                    worker_template,
+                    f"{name}-{group}-{worker}",
+                    workers,
+                    labels={
+                        **group_labels,
+                        "leaderworkerset.sigs.k8s.io/worker-index": str(worker),
+                    },
+                    annotations={
+                        "leaderworkerset.sigs.k8s.io/size": str(size),
+                        "leaderworkerset.sigs.k8s.io/leader-name": f"{name}-{group}",
+                    },
+                )
+            )
+    return objects
+
+
+def knative_service(service: Mapping[str, Any]) -> Objects:
+    """Knative: Service -> Configuration -> Revision `<svc>-00001` -> Deployment -> pods."""
+    name = name_of(service)
+    template = _spec(service).get("template") or {}
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    revision_name = f"{name}-00001"
+    knative_labels = {
+        "serving.knative.dev/service": name,
+        "serving.knative.dev/configuration": name,
+        "serving.knative.dev/revision": revision_name,
+    }
+    configuration = owned_object(
+        "serving.knative.dev/v1", "Configuration", name, service, {"template": template}
+    )
+    revision = owned_object(
+        "serving.knative.dev/v1",
+        "Revision",
+        revision_name,
+        configuration,
+        template.get("spec") or {},
+        labels=knative_labels,
+        annotations=annotations,
+    )
+    replicas = _count(annotations.get("autoscaling.knative.dev/min-scale"), 1) or 1
+    deploy = owned_object(
+        "apps/v1",
+        "Deployment",
+        f"{revision_name}-deployment",
+        revision,
+        {"replicas": replicas, "template": template_with_labels(template, knative_labels)},
+        labels=knative_labels,
+    )
+    return [configuration, revision, deploy, *deployment(deploy)]
+
+
+def podcliqueset(pcs: Mapping[str, Any]) -> Objects:
+    """Grove: one PodClique `<pcs>-<replica>-<clique>` per clique and replica, then its pods."""
+    name = name_of(pcs)
+    template = _spec(pcs).get("template") or {}
+    objects: Objects = []
+    for replica in range(_count(_spec(pcs).get("replicas"), 1)):
+        for clique in template.get("cliques") or []:
+            clique_name = f"{name}-{replica}-{clique.get('name')}"
+            clique_spec = clique.get("spec") or {}
+            grove_labels = {
+                "app.kubernetes.io/part-of": name,
+                "grove.io/podcliqueset-replica-index": str(replica),
+                "grove.io/podclique": clique_name,
+            }
+            clique_obj = owned_object(
+                "grove.io/v1alpha1", "PodClique", clique_name, pcs, clique_spec, grove_labels
+            )
+            objects.append(clique_obj)
+            pod_template = {
+                "metadata": {
+                    "labels": clique.get("labels") or {},
+                    "annotations": clique.get("annotations") or {},
+                },
+                "spec": clique_spec.get("podSpec") or {},
+            }
+            for index in range(_count(clique_spec.get("replicas"), 1)):
+                objects.append(
+                    pod_from_template(
+                        pod_template,
+                        f"{clique_name}-{short_hash(clique_name, str(index))}",
+                        clique_obj,
+                        grove_labels,
+                    )
+                )
+    return objects
+
+
+CONTROLLERS: dict[tuple[str, str], Controller] = {
+    ("apps", "ReplicaSet"): replicaset_pods,
+    ("apps", "Deployment"): deployment,
+    ("apps", "StatefulSet"): statefulset,
+    ("batch", "Job"): job,
+    ("batch", "CronJob"): cronjob,
+    ("jobset.x-k8s.io", "JobSet"): jobset,
+    ("kubeflow.org", "PyTorchJob"): training_job,
+    ("kubeflow.org", "TFJob"): training_job,
+    ("kubeflow.org", "XGBoostJob"): training_job,
+    ("kubeflow.org", "JAXJob"): training_job,
+    ("kubeflow.org", "MPIJob"): mpijob,
+    ("ray.io", "RayCluster"): raycluster,
+    ("ray.io", "RayJob"): rayjob,
+    ("ray.io", "RayService"): rayservice,
+    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): leaderworkerset,
+    ("serving.knative.dev", "Service"): knative_service,
+    ("grove.io", "PodCliqueSet"): podcliqueset,
+}
+"""Controllers by (group, kind): their behaviour is the same across the versions kai reads."""

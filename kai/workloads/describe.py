@@ -1,0 +1,220 @@
+"""Describe one workload: its components, replicas, resources, status and PodGroup(s).
+
+This is the document of `kai workload describe -o json` (contracts/workload.md).
+Components are listed depth first, one entry per component instance (a JobSet's
+replicatedJobs appear by their names); the root is listed only when it defines
+pods itself. Resources are totals over every pod the workload asks for. The
+PodGroup part is not computed separately: the workload is expanded into the pods
+its controllers would create and each pod goes through the real pod grouper, so
+describe shows exactly what the grouper would create.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+from kai.api.constants import default_priority_classes
+from kai.engine.resources import Resources
+from kai.grouping import PodGroupPlan, plan_pod_group, resolve_owner_chain
+from kai.workloads.definition import ComponentDefinition, WorkloadDefinition
+from kai.workloads.expansion import expand_workload, is_workload_kind
+from kai.workloads.objects import gvk_of, name_of, namespace_of, object_ref
+from kai.workloads.podresources import pod_template_resources
+from kai.workloads.registry import DefinitionRegistry
+from kai.workloads.status import workload_phases
+from kai.workloads.structure import WorkloadStructure, extract_structure
+
+
+class NoDefinitionError(LookupError):
+    """No definition describes the object's type (nor another version of its kind)."""
+
+    def __init__(self, api_version: str, kind: str) -> None:
+        super().__init__(f"no workload definition for {api_version} {kind}")
+        self.api_version = api_version
+        self.kind = kind
+
+    def document(self) -> dict[str, str]:
+        return {
+            "error": "no_definition_for_type",
+            "kind": self.kind,
+            "apiVersion": self.api_version,
+            "message": str(self),
+            "hint": "list known types with `kai workload definitions`, or apply a Karta "
+            "definition for this type to the cluster",
+        }
+
+
+def describe_workload(
+    obj: Mapping[str, Any],
+    registry: DefinitionRegistry,
+    priority_classes: Mapping[str, int] | None = None,
+    *,
+    file_mode: bool = True,
+) -> dict[str, Any]:
+    """The describe document for `obj` (raises NoDefinitionError for an unknown type)."""
+    gvk = gvk_of(obj)
+    definition = registry.find(gvk)
+    if definition is None:
+        raise NoDefinitionError(gvk.api_version, gvk.kind)
+    structure = extract_structure(definition, obj, registry.jq)
+    components = _components(structure)
+    total = sum((entry.pop("_own") for entry in components if "_own" in entry), start=Resources())
+    groups = pod_group_views(obj, registry, priority_classes or default_priority_classes())
+    return {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "namespace": namespace_of(obj),
+        "name": name_of(obj),
+        "createdAt": (obj.get("metadata") or {}).get("creationTimestamp"),
+        "definition": definition.name,
+        "origin": definition.origin,
+        "fileMode": file_mode,
+        "phases": workload_phases(definition, obj, registry.jq),
+        "components": components,
+        "resources": resources_json(total),
+        "podGroup": groups[0] if groups else None,
+        "podGroups": groups,
+    }
+
+
+def resources_json(resources: Resources) -> dict[str, int | float]:
+    gpus: int | float = (
+        int(resources.gpu) if resources.gpu.denominator == 1 else float(resources.gpu)
+    )
+    return {
+        "gpus": gpus,
+        "cpuMillis": _whole(resources.cpu),
+        "memoryBytes": _whole(resources.memory),
+    }
+
+
+def _whole(value: Fraction) -> int:
+    return -((-value.numerator) // value.denominator)
+
+
+def _components(structure: WorkloadStructure) -> list[dict[str, Any]]:
+    definition = structure.definition
+    entries: list[dict[str, Any]] = []
+    for component in _depth_first(definition, definition.root):
+        if component.owner is None and not component.defines_pods:
+            continue
+        for instance in structure.instances_of(component.name):
+            entry: dict[str, Any] = {
+                "name": instance.instance_id or component.name,
+                "component": component.name,
+                "instance": instance.instance_id or None,
+                "parent": component.owner,
+                "kind": str(component.kind) if component.kind else None,
+                "replicas": instance.scale.copies,
+            }
+            if instance.scale.min_replicas is not None:
+                entry["minReplicas"] = instance.scale.min_replicas
+            if instance.scale.max_replicas is not None:
+                entry["maxReplicas"] = instance.scale.max_replicas
+            if component.defines_pods and instance.template is not None:
+                pods = structure.pod_count(instance)
+                field = f"{definition.name}: component {component.name}"
+                per_pod = pod_template_resources(
+                    instance.template, object_ref(structure.obj), field
+                )
+                own = per_pod.scaled(pods)
+                entry["_own"] = own
+            else:
+                pods, own = _descendant_totals(structure, component)
+            entry["pods"] = pods
+            entry["resources"] = resources_json(own)
+            entries.append(entry)
+    return entries
+
+
+def _descendant_totals(
+    structure: WorkloadStructure, component: ComponentDefinition
+) -> tuple[int, Resources]:
+    """Pods and resources of everything below a component that defines no pods itself."""
+    definition = structure.definition
+    pods, total = 0, Resources()
+    for descendant in _depth_first(definition, component):
+        if descendant is component or not descendant.defines_pods:
+            continue
+        for instance in structure.instances_of(descendant.name):
+            if instance.template is None:
+                continue
+            count = structure.pod_count(instance)
+            per_pod = pod_template_resources(
+                instance.template, object_ref(structure.obj), descendant.name
+            )
+            pods += count
+            total = total + per_pod.scaled(count)
+    return pods, total
+
+
+def _depth_first(
+    definition: WorkloadDefinition, component: ComponentDefinition
+) -> list[ComponentDefinition]:
+    ordered = [component]
+    for child in definition.children_of(component.name):
+        ordered.extend(_depth_first(definition, child))
+    return ordered
+
+
+def pod_group_views(
+    obj: Mapping[str, Any], registry: DefinitionRegistry, priority_classes: Mapping[str, int]
+) -> list[dict[str, Any]]:
+    """What the grouper makes of the workload's pods: one view per PodGroup, in pod order."""
+    gvk = gvk_of(obj)
+    if not (is_workload_kind(gvk.api_version, gvk.kind, registry) or gvk.kind == "Pod"):
+        return []
+    objects = expand_workload(obj, registry)
+    known = [obj, *objects]
+    views: dict[str, dict[str, Any]] = {}
+    for pod in objects:
+        if pod.get("kind") != "Pod":
+            continue
+        plan = plan_pod_group(pod, resolve_owner_chain(pod, known), registry, priority_classes)
+        if plan is None:
+            continue
+        view = views.setdefault(plan.name, gang_view(plan))
+        view["pods"] += 1
+    return list(views.values())
+
+
+def gang_view(plan: PodGroupPlan) -> dict[str, Any]:
+    """A PodGroup as the contract shows it: `minMember` is always the gang size in pods."""
+    spec = plan.manifest["spec"]
+    subgroups = spec.get("subGroups") or []
+    children: dict[str | None, list[dict[str, Any]]] = {}
+    for sub in subgroups:
+        children.setdefault(sub.get("parent"), []).append(sub)
+
+    def node(sub: Mapping[str, Any]) -> dict[str, Any]:
+        below = [node(child) for child in children.get(sub["name"], [])]
+        view: dict[str, Any] = {"name": sub["name"], "minMember": _gang(sub, below)}
+        if below:
+            view["subGroups"] = below
+        return view
+
+    top = [node(sub) for sub in children.get(None, [])]
+    view: dict[str, Any] = {
+        "name": plan.name,
+        "queue": spec.get("queue"),
+        "priorityClassName": spec.get("priorityClassName"),
+        "minMember": _gang(spec, top),
+    }
+    if "minSubGroup" in spec:
+        view["minSubGroup"] = spec["minSubGroup"]
+    if top:
+        view["subGroups"] = top
+    view["pods"] = 0
+    return view
+
+
+def _gang(group: Mapping[str, Any], children: list[dict[str, Any]]) -> int:
+    """A group's own minMember, else the smallest `minSubGroup` of its children's gangs."""
+    if group.get("minMember"):
+        return int(group["minMember"])
+    if not children:
+        return 0
+    needed = int(group.get("minSubGroup", len(children)))
+    return sum(sorted(int(child["minMember"]) for child in children)[:needed])

@@ -1,0 +1,162 @@
+"""Expand a workload into the pods (and intermediate owners) its controllers would create.
+
+The simulator has no controllers, so for each workload object it asks this module
+what would appear in the cluster, then groups each pod with `plan_pod_group`.
+Kinds whose controllers we know are played by `kai.workloads.controllers`. Any
+other type with a definition is expanded from it: each pod-defining component
+instance becomes `replicas` pods (times the copies of enclosing components), owned
+through an object of the component's kind when it has one, and labelled so that
+the definition's own pod selectors and gang keys recognise them: a plain-path
+selector is inverted (`.metadata.labels["k"] == "v"` sets label k to v; an instance
+or replica selector sets the instance id or replica index; an existence test or a
+gang key sets the workload's name).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kai.workloads.controllers import CONTROLLERS
+from kai.workloads.definition import ComponentDefinition, WorkloadDefinition
+from kai.workloads.jqsafe import simple_path
+from kai.workloads.objects import gvk_of, name_of
+from kai.workloads.registry import DefinitionRegistry
+from kai.workloads.structure import ComponentInstance, WorkloadStructure, extract_structure
+from kai.workloads.synth import owned_object, pod_from_template
+
+
+class NotAWorkloadError(ValueError):
+    """An object of a type neither a known controller nor a definition describes."""
+
+
+def is_workload_kind(api_version: str, kind: str, registry: DefinitionRegistry) -> bool:
+    """Whether `expand_workload` can expand objects of this type (Pods are not expanded)."""
+    gvk = gvk_of({"apiVersion": api_version, "kind": kind})
+    if (gvk.group, gvk.kind) in CONTROLLERS:
+        return True
+    definition = registry.get(gvk)
+    return (
+        definition is not None
+        and any(c.defines_pods for c in definition.components)
+        and not (gvk.group == "" and gvk.kind == "Pod")
+    )
+
+
+def expand_workload(obj: Mapping[str, Any], registry: DefinitionRegistry) -> list[dict[str, Any]]:
+    """The objects the workload's controllers would create, owners before what they own.
+
+    Pods are included (a Pod expands to itself); the workload object is not.
+    """
+    gvk = gvk_of(obj)
+    if gvk.group == "" and gvk.kind == "Pod":
+        return [dict(obj)]
+    controller = CONTROLLERS.get((gvk.group, gvk.kind))
+    if controller is not None:
+        return controller(obj)
+    definition = registry.get(gvk)
+    if definition is None:
+        raise NotAWorkloadError(f"no controller or definition is known for {gvk} {name_of(obj)}")
+    return _from_definition(definition, extract_structure(definition, obj, registry.jq))
+
+
+def _from_definition(
+    definition: WorkloadDefinition, structure: WorkloadStructure
+) -> list[dict[str, Any]]:
+    objects: list[dict[str, Any]] = []
+    root = structure.obj
+    for component in definition.components:
+        for instance in structure.instances_of(component.name):
+            if instance.template is None:
+                continue
+            owner: Mapping[str, Any] = root
+            base = _base_name(root, component, instance)
+            if (
+                component.kind is not None
+                and component.owner is not None
+                and component.kind.kind != "Pod"
+            ):
+                owner = owned_object(component.kind.api_version, component.kind.kind, base, root)
+                objects.append(dict(owner))
+            copies = instance.scale.copies
+            for replica in range(structure.multiplier(component.name)):
+                for index in range(copies):
+                    number = replica * copies + index
+                    pod_labels, pod_annotations = _selector_metadata(
+                        definition, component, instance, replica, name_of(root)
+                    )
+                    objects.append(
+                        pod_from_template(
+                            instance.template,
+                            f"{base}-{number}",
+                            owner,
+                            pod_labels,
+                            pod_annotations,
+                        )
+                    )
+    return objects
+
+
+def _base_name(
+    root: Mapping[str, Any], component: ComponentDefinition, instance: ComponentInstance
+) -> str:
+    parts = [name_of(root)]
+    if component.owner is not None:
+        parts.append(component.name)
+    if instance.instance_id:
+        parts.append(instance.instance_id.lower())
+    return "-".join(parts)
+
+
+def _selector_metadata(
+    definition: WorkloadDefinition,
+    component: ComponentDefinition,
+    instance: ComponentInstance,
+    replica: int,
+    workload_name: str,
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The labels and annotations that make the definition's selectors and gang keys match."""
+    values: dict[tuple[str, str], str] = {}
+
+    def put(path: str | None, value: str, overwrite: bool = True) -> None:
+        target = _metadata_key(path)
+        if target is not None and (overwrite or target not in values):
+            values[target] = value
+
+    for ancestor in definition.ancestors(component.name):
+        selector = ancestor.pod_selector
+        if selector is None:
+            continue
+        if selector.instance_id_path and ancestor.name == component.name:
+            put(selector.instance_id_path, instance.instance_id)
+        if selector.replica_key_path:
+            put(selector.replica_key_path, str(replica))
+        type_selector = selector.type_selector
+        if type_selector is not None:
+            for key, value in type_selector.match_labels:
+                values[("labels", key)] = value
+            if type_selector.has_value:
+                put(type_selector.key_path, str(type_selector.value))
+            else:
+                put(type_selector.key_path, workload_name, overwrite=False)
+    covering = {c.name for c in definition.ancestors(component.name)}
+    for group in definition.gang.pod_groups:
+        for member in group.members:
+            if member.component in covering:
+                for path in member.group_by_key_paths:
+                    put(path, workload_name, overwrite=False)
+    by_section: dict[str, dict[str, str]] = {"labels": {}, "annotations": {}}
+    for (section, key), value in values.items():
+        by_section[section][key] = value
+    return by_section["labels"], by_section["annotations"]
+
+
+def _metadata_key(path: str | None) -> tuple[str, str] | None:
+    """("labels", key) for `.metadata.labels["key"]`, ("annotations", key) likewise, else None."""
+    steps = simple_path(path) if path else None
+    if steps is None or len(steps) != 3 or steps[0] != "metadata":
+        return None
+    section, key = steps[1], steps[2]
+    if section not in ("labels", "annotations") or not isinstance(key, str):
+        return None
+    return str(section), key
