@@ -173,7 +173,13 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
             decisions[request.key] = GroupDecision(request.key, request.group.queue, True, None, "")
         else:
             refusal = explain_pending(
-                request, final_budget, capacity, after.capacity, nodes, memory_mib
+                request,
+                final_budget,
+                capacity,
+                after.capacity,
+                nodes,
+                memory_mib,
+                known=chosen.refusals.get(request.key),
             )
             decisions[request.key] = _pending(request.group, refusal)
     for group in schedulable:

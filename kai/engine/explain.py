@@ -38,8 +38,13 @@ def explain_pending(
     capacity_after: Mapping[str, NodeCapacity],
     nodes: Mapping[str, Node],
     accounting_memory_mib: int,
+    known: Refusal | None = None,
 ) -> Refusal:
-    """The reason a gang that passed its own quota check was still not placed."""
+    """The reason a gang that passed its own quota check was still not placed.
+
+    Quota and per-pod node predicates are checked first, since they name the cause;
+    then `known`, the refusal the allocation pass itself recorded, if any.
+    """
     group = gang.group
     request = gang.core_request(accounting_memory_mib)
     refusal = budget_after.check(group.queue, request, group.preemptible)
@@ -49,13 +54,19 @@ def explain_pending(
         reasons = _node_rejections(pod, capacity_before, nodes)
         if reasons is not None:
             return Refusal(UNSCHEDULABLE, f"pod {pod.key} fits no node: {reasons}")
+    if known is not None:
+        return known
     free_gpus = sum(cap.whole_gpus for cap in capacity_after.values())
+    shortage = (
+        f"only {free_gpus} whole GPUs are free"
+        if free_gpus < request.gpu
+        else f"{free_gpus} whole GPUs are free but no set of nodes fits all {len(gang.core)} pods"
+    )
     return Refusal(
         UNSCHEDULABLE,
-        f"gang of {len(gang.core)} pods needs {describe_amount('gpu', request.gpu)}, "
-        f"{request.cpu}m cpu together; it fits an idle cluster but not what is free after "
-        f"this cycle's placements of higher-ranked gangs ({free_gpus} whole GPUs free, "
-        f"no node set fits the whole gang)",
+        f"gang of {len(gang.core)} pods needs {describe_amount('gpu', request.gpu)} and "
+        f"{request.cpu}m cpu together; it would fit the cluster as it was, but after this "
+        f"cycle's placements of gangs ahead of it in queue order {shortage}",
     )
 
 

@@ -19,6 +19,7 @@ from fractions import Fraction
 from ortools.sat.python import cp_model
 
 from kai.engine.budget import QueueBudget
+from kai.engine.fairshare import QueueShare
 from kai.engine.gangs import GangRequest, pod_resources
 from kai.engine.model import UNLIMITED, PlacementStrategy, Queue
 from kai.engine.resources import RESOURCE_NAMES, ResourceName, Resources
@@ -68,7 +69,7 @@ class ModelInput:
     shape_index: Mapping[str, int]  # pod key -> shape
     queues: Mapping[str, Queue]
     budget: QueueBudget
-    fair_share_room: Mapping[str, Fraction]  # leaf queue -> GPUs below its fair share
+    shares: Mapping[str, QueueShare]  # fair share, deserved and allocation of every queue
     strategy: PlacementStrategy
     accounting_memory_mib: int
     min_gpu_units: int  # the greedy answer's GPUs, in objective units: never do worse
@@ -316,24 +317,7 @@ class AllocationModel:
 
     def _add_objective(self) -> None:
         data = self.data
-        gangs_by_queue: dict[str, list[GangRequest]] = defaultdict(list)
-        for gang in data.gangs:
-            gangs_by_queue[gang.group.queue].append(gang)
-        in_share_terms: list[cp_model.LinearExprT] = []
-        in_share_bound = 0
-        for queue, gangs in sorted(gangs_by_queue.items()):
-            room = _floor(data.fair_share_room.get(queue, Fraction(0)) * OBJECTIVE_GPU_UNITS)
-            if room <= 0:
-                continue
-            gpus = sum(
-                self._gpu_units(req) * var for g in gangs for var, req, _ in self._gang_terms[g.key]
-            )
-            share = self.model.new_int_var(0, room, f"inshare[{queue}]")
-            self.model.add(share <= gpus)
-            in_share_terms.append(share)
-            in_share_bound += room
-        if in_share_terms:
-            self.tiers.append(Tier("fair-share deficits", sum(in_share_terms), in_share_bound))
+        self._add_share_tiers()
         levels = sorted({g.group.priority for g in data.gangs if g.core}, reverse=True)
         total_gpu: list[cp_model.LinearExprT] = []
         for level in levels:
@@ -358,7 +342,53 @@ class AllocationModel:
             self.tiers.append(Tier("elastic pods", sum(elastic_terms), elastic_bound))
         if total_gpu and data.min_gpu_units > 0:
             self.model.add(sum(total_gpu) >= data.min_gpu_units)
+        self._add_order_tier()
         self._add_placement_tier()
+
+    def _add_share_tiers(self) -> None:
+        """Per queue-tree depth, top first: GPUs within deserved quota, then within fair share.
+
+        Top-level guarantees dominate, as KAI divides top-down: a department's deserved
+        quota is never traded for a project's surplus elsewhere in the tree.
+        """
+        data = self.data
+        subtree_terms: dict[str, list[cp_model.LinearExprT]] = defaultdict(list)
+        depth: dict[str, int] = {}
+        for gang in data.gangs:
+            chain = data.budget.ancestry(gang.group.queue)
+            for level, queue in enumerate(chain):
+                depth[queue.name] = len(chain) - 1 - level
+                subtree_terms[queue.name] += [
+                    self._gpu_units(request) * var for var, request, _ in self._gang_terms[gang.key]
+                ]
+        for level in range(max(depth.values(), default=-1) + 1):
+            for kind in ("deserved", "fair share"):
+                terms, bound = [], 0
+                for name in sorted(n for n, d in depth.items() if d == level):
+                    share = data.shares.get(name)
+                    if share is None:
+                        continue
+                    target = share.deserved.gpu if kind == "deserved" else share.fair_share.gpu
+                    room = _floor(
+                        max(Fraction(0), target - share.allocated.gpu) * OBJECTIVE_GPU_UNITS
+                    )
+                    if room <= 0:
+                        continue
+                    held = self.model.new_int_var(0, room, f"{kind}[{name}]")
+                    self.model.add(held <= sum(subtree_terms[name]))
+                    terms.append(held)
+                    bound += room
+                if terms:
+                    self.tiers.append(
+                        Tier(f"GPUs within {kind} at depth {level}", sum(terms), bound)
+                    )
+
+    def _add_order_tier(self) -> None:
+        """Among answers equal so far, prefer gangs earlier in KAI's order (priority, then age)."""
+        ranked = [g for g in self.data.gangs if g.core]
+        terms = [(len(ranked) - rank) * self.admit[g.key] for rank, g in enumerate(ranked)]
+        if terms:
+            self.tiers.append(Tier("KAI order", sum(terms), len(ranked) * (len(ranked) + 1) // 2))
 
     def _add_placement_tier(self) -> None:
         # Fill devices already shared before opening new ones (KAI's gpupack and gpusharingorder).

@@ -49,7 +49,9 @@ def optimize(
     memory_mib: int,
     run_greedy: GreedyRunner,
 ) -> Optimized | None:
-    modelled_gangs = [g for g in gangs if all(modelled(p) for p in (*g.core, *g.elastic))]
+    modelled_gangs = sorted(
+        (g for g in gangs if all(modelled(p) for p in (*g.core, *g.elastic))), key=gang_order_key
+    )
     eligibility_sets: list[frozenset[str]] = []
     set_index: dict[frozenset[str], int] = {}
     shapes: list[Shape] = []
@@ -76,10 +78,6 @@ def optimize(
         ),
         Fraction(0),
     )
-    room = {
-        name: max(Fraction(0), share.fair_share.gpu - share.allocated.gpu)
-        for name, share in shares.items()
-    }
     allocation = AllocationModel(
         ModelInput(
             modelled_gangs,
@@ -88,7 +86,7 @@ def optimize(
             shape_index,
             queues,
             budget,
-            room,
+            shares,
             config.placement_strategy,
             memory_mib,
             int(greedy_gpus * OBJECTIVE_GPU_UNITS),
@@ -129,6 +127,7 @@ def optimize(
     repaired = run_greedy(index.capacity, leftovers, ledger)
     outcome.placements.update(repaired.placements)
     outcome.admitted.extend(repaired.admitted)
+    outcome.refusals.update(repaired.refusals)
     return Optimized(outcome, answer.status, _gpu_upper_bound(gangs, capacity, memory_mib))
 
 

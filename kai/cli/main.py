@@ -1,0 +1,33 @@
+"""Entry point of the `kai` console script: one sub-command per adapter."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from kai import __version__
+from kai.cli import simulate, workload
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kai",
+        description="A KAI-compatible GPU scheduler whose cycles are solved with CP-SAT.",
+    )
+    parser.add_argument("--version", action="version", version=f"kai {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    simulate.add_parser(commands)
+    workload.add_parser(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    code: int = args.handler(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Scenario tests: a YAML cluster and a hand-written expected outcome, run through the real `kai simulate`.
+
+Each `NAME.yaml` here is a cluster; `NAME.expect.yaml` says what must happen, written
+from the rules (kai-semantics.md), not from the engine's output. The command runs
+as a user runs it, in a subprocess, so its exit status and its output format are
+tested along with the engine.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+HERE = Path(__file__).parent
+SCENARIOS = sorted(p for p in HERE.glob("*.yaml") if not p.name.endswith(".expect.yaml"))
+INVALID = sorted(
+    p for p in (HERE / "invalid").glob("*.yaml") if not p.name.endswith(".expect.yaml")
+)
+
+
+def run_simulate(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kai.cli.main", "simulate", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+def simulate_json(path: Path, *extra: str) -> dict[str, Any]:
+    result = run_simulate(str(path), "-o", "json", "--now", "2026-06-01T00:00:00Z", *extra)
+    assert result.returncode == 0, result.stderr
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
+
+
+def expectation(path: Path) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(path.with_name(path.stem + ".expect.yaml").read_text())
+    return loaded
+
+
+def check(document: dict[str, Any], expected: dict[str, Any]) -> None:
+    pods = document["pods"]
+    bound = {key for key, pod in pods.items() if pod["phase"] == "Running"}
+    if "bound" in expected:
+        wanted = expected["bound"]
+        for key in wanted:
+            assert key in bound, f"{key} should be bound; bound: {sorted(bound)}"
+            if isinstance(wanted, dict):
+                assert pods[key]["node"] == wanted[key], f"{key} on {pods[key]['node']}"
+    if "boundCount" in expected:
+        assert len(bound) == expected["boundCount"], sorted(bound)
+    for key in expected.get("pending", []):
+        assert pods[key]["phase"] == "Pending" and pods[key]["node"] is None, f"{key}: {pods[key]}"
+    for key, gpus in expected.get("podGpus", {}).items():
+        assert pods[key]["gpus"] == gpus
+    for group in expected.get("sameDevice", []):
+        devices = [tuple(pods[key]["gpuGroups"]) for key in group]
+        assert len(devices[0]) == 1 and len(set(devices)) == 1, devices
+    if "sameDeviceCount" in expected:
+        shared = Counter(g for pod in pods.values() for g in pod["gpuGroups"])
+        assert max(shared.values()) == expected["sameDeviceCount"], shared
+    for node, most in expected.get("gpusPerNodeAtMost", {}).items():
+        used = sum(pod["gpus"] for pod in pods.values() if pod["node"] == node)
+        assert used <= most, f"{node} holds {used} GPUs"
+    for key, wanted in expected.get("podGroups", {}).items():
+        actual = document["podGroups"][key]
+        for field in ("scheduled", "reasons"):
+            if field in wanted:
+                assert actual[field] == wanted[field], f"{key}.{field}: {actual}"
+        for fragment in wanted.get("messageContains", []):
+            assert fragment in actual["message"], f"{key}: {actual['message']!r} lacks {fragment!r}"
+    for name, wanted in expected.get("queues", {}).items():
+        for section, values in wanted.items():
+            for resource, value in values.items():
+                assert document["queues"][name][section][resource] == value, (
+                    f"queue {name} {section}.{resource}: {document['queues'][name][section]}"
+                )
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_scenario(path: Path) -> None:
+    expected = expectation(path)
+    check(simulate_json(path), expected)
+    if "greedyOnly" in expected:
+        check(simulate_json(path, "--time-limit", "0"), expected["greedyOnly"])
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_same_input_same_bytes(path: Path) -> None:
+    first = run_simulate(str(path), "-o", "json", "--now", "2026-06-01T00:00:00Z")
+    second = run_simulate(str(path), "-o", "json", "--now", "2026-06-01T00:00:00Z")
+    assert first.returncode == 0 and first.stdout == second.stdout
+
+
+@pytest.mark.parametrize("path", INVALID, ids=lambda p: p.stem)
+def test_invalid_input_is_rejected_with_one_line_per_problem(path: Path) -> None:
+    result = run_simulate(str(path), "-o", "json")
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    for fragments in expectation(path)["lines"]:
+        assert any(all(f in line for f in fragments) for line in lines), (fragments, lines)
