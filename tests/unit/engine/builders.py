@@ -1,0 +1,120 @@
+"""Small constructors of engine objects for unit tests: defaults that read well, keywords for the rest."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from fractions import Fraction
+
+from kai.engine.model import (
+    GpuRequest,
+    Node,
+    Placement,
+    Pod,
+    PodGroup,
+    PodPhase,
+    Queue,
+    QueueResource,
+    Snapshot,
+    SubGroup,
+    Taint,
+)
+from kai.engine.resources import Resources
+
+GI = 2**30
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+ANYWHERE = Placement()
+UNLIMITED_RESOURCE = QueueResource(Fraction(-1), Fraction(-1), Fraction(1))
+
+
+def node(
+    name: str,
+    gpus: int = 8,
+    cpu: int = 64_000,
+    memory: int = 512 * GI,
+    pods: int = 110,
+    gpu_memory_mib: int = 40_000,
+    labels: dict[str, str] | None = None,
+    taints: tuple[Taint, ...] = (),
+    ready: bool = True,
+    unschedulable: bool = False,
+) -> Node:
+    return Node(
+        name,
+        tuple(sorted((labels or {}).items())),
+        Resources.of(gpus, cpu, memory),
+        pods,
+        gpu_memory_mib,
+        unschedulable=unschedulable,
+        ready=ready,
+        taints=taints,
+    )
+
+
+def pod(
+    name: str,
+    group: str,
+    gpus: int = 0,
+    cpu: int = 1000,
+    memory: int = GI,
+    portion: Fraction = Fraction(0),
+    memory_mib: int = 0,
+    devices: int = 1,
+    node_name: str | None = None,
+    subgroup: str | None = None,
+    placement: Placement = ANYWHERE,
+    gpu_groups: tuple[str, ...] = (),
+    namespace: str = "ns",
+    ours: bool = True,
+    phase: PodPhase | None = None,
+) -> Pod:
+    return Pod(
+        namespace,
+        name,
+        f"uid-{name}",
+        f"{namespace}/{group}",
+        subgroup,
+        phase or (PodPhase.BOUND if node_name else PodPhase.PENDING),
+        node_name,
+        Resources.of(0, cpu, memory),
+        GpuRequest(gpus, portion, memory_mib, devices),
+        placement,
+        created=NOW,
+        gpu_groups=gpu_groups,
+        scheduler_is_ours=ours,
+    )
+
+
+def group(
+    name: str,
+    queue: str,
+    min_member: int = 1,
+    priority: int = 50,
+    preemptible: bool = True,
+    subgroups: tuple[SubGroup, ...] = (),
+    namespace: str = "ns",
+) -> PodGroup:
+    return PodGroup(namespace, name, queue, min_member, priority, preemptible, subgroups, NOW)
+
+
+def queue(
+    name: str,
+    parent: str | None = None,
+    gpu_quota: int = -1,
+    gpu_limit: int = -1,
+    weight: int = 1,
+    priority: int = 100,
+) -> Queue:
+    return Queue(
+        name,
+        parent,
+        priority,
+        gpu=QueueResource(Fraction(gpu_quota), Fraction(gpu_limit), Fraction(weight)),
+        cpu=UNLIMITED_RESOURCE,
+        memory=UNLIMITED_RESOURCE,
+    )
+
+
+def snapshot(
+    nodes: list[Node], pods: list[Pod], groups: list[PodGroup], queues: list[Queue]
+) -> Snapshot:
+    return Snapshot(tuple(nodes), tuple(pods), tuple(groups), tuple(queues), NOW)

@@ -1,0 +1,60 @@
+"""Free capacity per node: whole GPUs as a count, shared devices as memory bins."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from kai.engine.capacity import initial_capacity, new_group_id
+from tests.unit.engine.builders import GI, node, pod
+
+
+def test_running_pods_of_any_scheduler_take_capacity() -> None:
+    capacity = initial_capacity(
+        [node("n1", gpus=8, cpu=10_000, memory=100 * GI, pods=10)],
+        [
+            pod("a", "g", gpus=3, cpu=2000, memory=10 * GI, node_name="n1"),
+            pod("b", "g", gpus=1, cpu=500, memory=GI, node_name="n1", ours=False),
+            pod("pending", "g", gpus=4),
+        ],
+    )
+    cap = capacity["n1"]
+    assert (cap.whole_gpus, cap.cpu, cap.memory, cap.pods) == (4, 7500, 89 * GI, 8)
+
+
+def test_a_shared_device_leaves_the_whole_count_and_holds_memory() -> None:
+    capacity = initial_capacity(
+        [node("n1", gpus=2, gpu_memory_mib=40_000)],
+        [
+            pod("a", "g", portion=Fraction(1, 2), node_name="n1", gpu_groups=("dev-1",)),
+            pod("b", "g", memory_mib=10_000, node_name="n1", gpu_groups=("dev-1",)),
+        ],
+    )
+    cap = capacity["n1"]
+    assert cap.whole_gpus == 1
+    assert cap.shared == {"dev-1": 30_000}
+
+
+def test_unnamed_running_fractions_are_put_on_devices_deterministically() -> None:
+    pods = [pod(f"f{i}", "g", portion=Fraction(1, 2), node_name="n1") for i in range(3)]
+    first = initial_capacity([node("n1", gpus=4, gpu_memory_mib=40_000)], pods)["n1"]
+    second = initial_capacity([node("n1", gpus=4, gpu_memory_mib=40_000)], list(reversed(pods)))[
+        "n1"
+    ]
+    assert first.whole_gpus == 2 and sorted(first.shared.values()) == [20_000, 40_000]
+    assert first.shared == second.shared
+
+
+def test_fractions_fill_the_fullest_device_that_fits_before_opening_one() -> None:
+    cap = initial_capacity(
+        [node("n1", gpus=3, gpu_memory_mib=40_000)],
+        [
+            pod("a", "g", memory_mib=30_000, node_name="n1", gpu_groups=("full",)),
+            pod("b", "g", memory_mib=10_000, node_name="n1", gpu_groups=("half",)),
+        ],
+    )["n1"]
+    quarter = pod("q", "g", memory_mib=10_000)
+    assert cap.take(quarter) == ("full",)
+    big = pod("big", "g", memory_mib=35_000)
+    taken = cap.take(big)
+    assert taken == (new_group_id("n1", 0),) and cap.whole_gpus == 0
+    assert not cap.fits(pod("more", "g", memory_mib=35_000))

@@ -1,0 +1,89 @@
+"""The independent validator: each rule it enforces, broken on purpose, is reported."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from kai.engine.model import Placement, SubGroup
+from kai.engine.validator import ProposedBinding, validate
+from tests.unit.engine.builders import group, node, pod, queue, snapshot
+
+
+def bind(pod_name: str, node_name: str, *groups: str) -> ProposedBinding:
+    return ProposedBinding(f"ns/{pod_name}", node_name, groups)
+
+
+def test_a_sound_binding_set_passes() -> None:
+    snap = snapshot(
+        [node("n1", gpus=8)],
+        [pod("a", "g", gpus=4), pod("b", "g", gpus=4)],
+        [group("g", "q", min_member=2)],
+        [queue("q")],
+    )
+    assert validate(snap, [bind("a", "n1"), bind("b", "n1")]) == []
+
+
+def test_overcommitted_gpus_and_cpu_are_reported() -> None:
+    snap = snapshot(
+        [node("n1", gpus=4, cpu=2000)],
+        [pod("a", "g", gpus=3, cpu=1500), pod("b", "g", gpus=3, cpu=1500)],
+        [group("g", "q", min_member=2)],
+        [queue("q")],
+    )
+    problems = validate(snap, [bind("a", "n1"), bind("b", "n1")])
+    assert any("GPUs in use of 4" in p for p in problems)
+    assert any("cpu" in p for p in problems)
+
+
+def test_overfull_shared_device_is_reported() -> None:
+    snap = snapshot(
+        [node("n1", gpus=1, gpu_memory_mib=40_000)],
+        [pod("a", "g", portion=Fraction(3, 4)), pod("b", "h", portion=Fraction(1, 2))],
+        [group("g", "q"), group("h", "q")],
+        [queue("q")],
+    )
+    problems = validate(snap, [bind("a", "n1", "d"), bind("b", "n1", "d")])
+    assert any("shared device d holds 50000 MiB of 40000" in p for p in problems)
+
+
+def test_half_a_gang_is_reported() -> None:
+    snap = snapshot(
+        [node("n1")],
+        [pod("a", "g", gpus=1), pod("b", "g", gpus=1)],
+        [group("g", "q", min_member=2)],
+        [queue("q")],
+    )
+    assert any("minMember 2" in p for p in validate(snap, [bind("a", "n1")]))
+
+
+def test_subgroup_minimum_is_checked() -> None:
+    subgroups = (SubGroup("leader", 1), SubGroup("workers", 2))
+    pods = [
+        pod("l", "g", gpus=1, subgroup="leader"),
+        pod("w1", "g", gpus=1, subgroup="workers"),
+        pod("w2", "g", gpus=1, subgroup="workers"),
+    ]
+    snap = snapshot(
+        [node("n1")], pods, [group("g", "q", min_member=2, subgroups=subgroups)], [queue("q")]
+    )
+    problems = validate(snap, [bind("l", "n1"), bind("w1", "n1")])
+    assert any("sub-group workers: 1 pods, minMember 2" in p for p in problems)
+
+
+def test_limits_at_an_ancestor_and_non_preemptible_quota_are_checked() -> None:
+    queues = [queue("dept", gpu_limit=4), queue("team", parent="dept", gpu_quota=2)]
+    snap = snapshot(
+        [node("n1")],
+        [pod("a", "g", gpus=3), pod("b", "h", gpus=3)],
+        [group("g", "team"), group("h", "team", preemptible=False, priority=100)],
+        queues,
+    )
+    problems = validate(snap, [bind("a", "n1"), bind("b", "n1")])
+    assert any("queue dept: gpu 6 above limit 4" in p for p in problems)
+    assert any("queue team: non-preemptible gpu 3 above quota 2" in p for p in problems)
+
+
+def test_a_node_that_refuses_the_pod_is_reported() -> None:
+    picky = pod("a", "g", gpus=1, placement=Placement(node_selector=(("pool", "x"),)))
+    snap = snapshot([node("n1")], [picky], [group("g", "q")], [queue("q")])
+    assert any("may not run on node n1" in p for p in validate(snap, [bind("a", "n1")]))
