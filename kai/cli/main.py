@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from kai import __version__
-from kai.cli import simulate, workload
+from kai.cli import run, simulate, workload
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     simulate.add_parser(commands)
     workload.add_parser(commands)
+    run.add_parser(commands)
     return parser
 
 

@@ -1,0 +1,115 @@
+"""`kai run [--kubeconfig PATH] [--period 1s] [--time-limit 1.0] [--metrics-port 8080] ...`: the live scheduler.
+
+Runs the operator until SIGINT or SIGTERM; on either it releases its leader Lease
+so a standby replica takes over at once, and exits 0. Without --kubeconfig it
+uses the in-cluster ServiceAccount, then the default kubeconfig.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+from pathlib import Path
+
+from kai.api.durations import parse_duration
+from kai.operator.app import run_operator
+from kai.operator.config import (
+    DEFAULT_RESERVATION_NAMESPACE,
+    OperatorConfig,
+    default_identity,
+    default_namespace,
+)
+from kai.operator.logs import configure
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser("run", help="run the scheduler against a cluster")
+    parser.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: in-cluster)")
+    parser.add_argument("--period", type=_duration, default=1.0, help="cycle period (default 1s)")
+    parser.add_argument(
+        "--time-limit", type=float, default=1.0, help="solver seconds per cycle (0: greedy only)"
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=8080,
+        help="port of /metrics, /healthz, /readyz (-1: off)",
+    )
+    parser.add_argument("--bind-concurrency", type=_positive, default=32)
+    parser.add_argument("--namespace", default=default_namespace(), help="namespace of the Lease")
+    parser.add_argument("--identity", default=None, help="leader-election identity")
+    parser.add_argument("--lease-name", default="kai-scheduler")
+    parser.add_argument("--lease-duration", type=_duration, default=15.0)
+    parser.add_argument("--renew-deadline", type=_duration, default=10.0)
+    parser.add_argument("--retry-period", type=_duration, default=2.0)
+    parser.add_argument(
+        "--no-leader-election",
+        action="store_true",
+        help="schedule without a Lease (one replica only)",
+    )
+    parser.add_argument("--reservation-namespace", default=DEFAULT_RESERVATION_NAMESPACE)
+    parser.add_argument("--reservation-image", default="registry.k8s.io/pause:3.10")
+    parser.add_argument("--reservation-runtime-class", default="nvidia", help="'' for none")
+    parser.add_argument(
+        "--log-level", default="info", choices=("debug", "info", "warning", "error")
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    configure(args.log_level)
+    config = OperatorConfig(
+        kubeconfig=args.kubeconfig,
+        period_seconds=args.period,
+        time_limit_seconds=args.time_limit,
+        metrics_port=args.metrics_port,
+        bind_concurrency=args.bind_concurrency,
+        namespace=args.namespace,
+        identity=args.identity or default_identity(),
+        leader_election=not args.no_leader_election,
+        lease_name=args.lease_name,
+        lease_seconds=args.lease_duration,
+        renew_deadline_seconds=args.renew_deadline,
+        retry_seconds=args.retry_period,
+        reservation_namespace=args.reservation_namespace,
+        reservation_image=args.reservation_image,
+        reservation_runtime_class=args.reservation_runtime_class or None,
+    )
+    asyncio.run(_until_signalled(config))
+    return 0
+
+
+async def _until_signalled(config: OperatorConfig) -> None:
+    task = asyncio.create_task(run_operator(config))
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, task.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+def _duration(text: str) -> float:
+    try:
+        seconds = float(parse_duration(text)) if not _is_number(text) else float(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError("must be positive")
+    return seconds
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value

@@ -1,0 +1,150 @@
+"""Assembling the operator from its parts and running it until told to stop.
+
+`run_operator` is what `kai run` calls and what the integration tests run in
+process: the watch cache, the leader elector, the scheduling loop and the HTTP
+endpoints as tasks on one event loop, the engine on a worker thread. On stop it
+releases the Lease first, so a standby takes over at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import structlog
+
+from kai.engine.model import EngineConfig
+from kai.operator.backoff import BindBackoff
+from kai.operator.binder import Binder
+from kai.operator.cache import ClusterCache
+from kai.operator.config import OperatorConfig
+from kai.operator.events import EventRecorder
+from kai.operator.gpu_sharing import GpuSharing
+from kai.operator.kube import Kube, connect
+from kai.operator.leader import LeaderElector
+from kai.operator.loop import SchedulingLoop
+from kai.operator.metrics import Metrics
+from kai.operator.owners import OwnerReader
+from kai.operator.pod_grouper import PodGrouper
+from kai.operator.server import HealthServer
+from kai.operator.snapshot import SnapshotBuilder
+from kai.operator.status import StatusWriter
+
+log = structlog.get_logger(__name__)
+
+STUCK_AFTER_PERIODS = 30
+"""Liveness fails when no cycle has started for this many periods (plus the solver budget)."""
+
+
+@dataclass
+class Operator:
+    """The running parts, for callers (tests, the CLI) that want to look inside."""
+
+    config: OperatorConfig
+    cache: ClusterCache
+    loop: SchedulingLoop
+    elector: LeaderElector | None
+    server: HealthServer | None
+    metrics: Metrics
+
+    def is_leader(self) -> bool:
+        return self.elector.is_leader() if self.elector is not None else True
+
+
+async def run_operator(
+    config: OperatorConfig, started: asyncio.Future[Operator] | None = None
+) -> None:
+    """Run until cancelled (or SIGTERM in `kai run`), then clean up."""
+    client = await connect(config.kubeconfig)
+    async with client:
+        kube = Kube(client)
+        metrics = Metrics()
+        events = EventRecorder(
+            kube, config.identity, config.events_per_cycle, config.write_concurrency
+        )
+        elector = (
+            LeaderElector(
+                kube,
+                config.namespace,
+                config.lease_name,
+                config.identity,
+                config.lease_seconds,
+                config.renew_deadline_seconds,
+                config.retry_seconds,
+                on_change=lambda leading: metrics.is_leader.set(1 if leading else 0),
+            )
+            if config.leader_election
+            else None
+        )
+        is_leader = elector.is_leader if elector is not None else (lambda: True)
+        cache = ClusterCache(kube, config.watch_seconds)
+        sharing = GpuSharing(
+            kube,
+            config.reservation_namespace,
+            config.reservation_image,
+            config.reservation_runtime_class,
+            config.write_concurrency,
+        )
+        backoff = BindBackoff()
+        loop = SchedulingLoop(
+            cache=cache,
+            builder=SnapshotBuilder(config.reservation_namespace),
+            grouper=PodGrouper(
+                kube,
+                OwnerReader(kube),
+                events,
+                config.reservation_namespace,
+                config.write_concurrency,
+            ),
+            binder=Binder(kube, sharing, backoff, events, config.bind_concurrency, is_leader),
+            sharing=sharing,
+            status=StatusWriter(kube, events, config.write_concurrency),
+            events=events,
+            backoff=backoff,
+            metrics=metrics,
+            engine=EngineConfig(
+                time_limit_seconds=config.time_limit_seconds, solver_workers=config.solver_workers
+            ),
+            executor=ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine"),
+            period_seconds=config.period_seconds,
+            debounce_seconds=config.debounce_seconds,
+            is_leader=is_leader,
+        )
+        stuck_after = STUCK_AFTER_PERIODS * config.period_seconds + config.time_limit_seconds
+
+        def live() -> bool:
+            return time.monotonic() - loop.last_tick < stuck_after or not cache.synced
+
+        server = (
+            HealthServer(
+                metrics, live, lambda: cache.synced, config.metrics_host, config.metrics_port
+            )
+            if config.metrics_port >= 0
+            else None
+        )
+        if server is not None:
+            await server.start()
+        operator = Operator(config, cache, loop, elector, server, metrics)
+        log.info(
+            "operator starting",
+            identity=config.identity,
+            metrics_port=server.port if server else None,
+        )
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                tasks.create_task(cache.run(), name="cache")
+                if elector is not None:
+                    tasks.create_task(elector.run(), name="leader-election")
+                tasks.create_task(loop.run(), name="scheduling-loop")
+                if started is not None and not started.done():
+                    started.set_result(operator)
+        finally:
+            with contextlib.suppress(Exception):
+                if elector is not None:
+                    await asyncio.shield(elector.release())
+            if server is not None:
+                await server.stop()
+            log.info("operator stopped", identity=config.identity)

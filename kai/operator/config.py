@@ -1,0 +1,51 @@
+"""Everything `kai run` can be told, in one immutable object the other modules receive."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_RESERVATION_NAMESPACE = "kai-resource-reservation"
+DEFAULT_NAMESPACE = "kai-scheduler"
+
+
+def default_identity() -> str:
+    """The pod name in a cluster (HOSTNAME), plus a suffix so a restarted process is a new holder."""
+    return f"{os.environ.get('HOSTNAME') or socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+
+
+def default_namespace() -> str:
+    """The namespace the operator runs in (POD_NAMESPACE from the downward API), for its Lease."""
+    return os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    kubeconfig: Path | None = None
+    period_seconds: float = 1.0
+    """A cycle runs at least this often."""
+    debounce_seconds: float = 0.05
+    """After a relevant change, wait this long for more before running a cycle early."""
+    time_limit_seconds: float = 1.0
+    """The engine's solver budget per cycle (0: greedy only)."""
+    solver_workers: int = 2
+    metrics_port: int = 8080
+    """/metrics, /healthz and /readyz; 0 picks a free port, -1 serves nothing."""
+    metrics_host: str = "0.0.0.0"
+    bind_concurrency: int = 32
+    write_concurrency: int = 16
+    namespace: str = field(default_factory=default_namespace)
+    identity: str = field(default_factory=default_identity)
+    leader_election: bool = True
+    lease_name: str = "kai-scheduler"
+    lease_seconds: float = 15.0
+    renew_deadline_seconds: float = 10.0
+    retry_seconds: float = 2.0
+    reservation_namespace: str = DEFAULT_RESERVATION_NAMESPACE
+    reservation_image: str = "registry.k8s.io/pause:3.10"
+    reservation_runtime_class: str | None = "nvidia"
+    watch_seconds: int = 300
+    events_per_cycle: int = 500

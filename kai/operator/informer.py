@@ -1,0 +1,187 @@
+"""One resource kept current in memory: list once, then follow the watch stream.
+
+An informer lists its resource (in pages), then watches from the list's
+resourceVersion. A watch that the server ends is resumed from the last version
+seen; an expired version (410 Gone) or a failure to resume causes a full relist,
+which replaces the store, so objects deleted while the watch was down do not
+linger. Nothing lists per scheduling cycle: readers copy the store, a dict of
+objects that are replaced on change and never mutated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from kai.operator.kube import ApiError, Kube
+
+log = structlog.get_logger(__name__)
+
+_PAGE_SIZE = "500"
+_GONE = 410
+_MAX_BACKOFF_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A collection the operator watches: its API path and whether it is namespaced."""
+
+    kind: str
+    path: str
+    namespaced: bool
+    optional: bool = False
+    """Absent from some clusters (a CRD not installed): missing means empty, not broken."""
+
+
+def object_key(obj: Mapping[str, Any]) -> str:
+    """ "namespace/name", or "name" for cluster-scoped objects."""
+    metadata = obj.get("metadata") or {}
+    namespace = metadata.get("namespace")
+    name = str(metadata.get("name") or "")
+    return f"{namespace}/{name}" if namespace else name
+
+
+def _slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object without managedFields, which nothing here reads and which doubles its size."""
+    metadata = obj.get("metadata")
+    if isinstance(metadata, dict) and "managedFields" in metadata:
+        obj = {**obj, "metadata": {k: v for k, v in metadata.items() if k != "managedFields"}}
+    return obj
+
+
+class Store:
+    """The objects of one resource by key, and the resourceVersion they are current at."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.version: str | None = None
+
+    def replace(self, items: Iterable[dict[str, Any]], version: str) -> None:
+        """A fresh listing: everything not in it is gone."""
+        self.objects = {object_key(item): _slim(item) for item in items}
+        self.version = version
+
+    def apply(self, event: Mapping[str, Any]) -> bool:
+        """Apply one watch event; False for events that change no object (bookmarks)."""
+        kind = event.get("type")
+        obj = event.get("object") or {}
+        version = (obj.get("metadata") or {}).get("resourceVersion")
+        if version:
+            self.version = str(version)
+        if kind in ("ADDED", "MODIFIED"):
+            self.objects[object_key(obj)] = _slim(obj)
+            return True
+        if kind == "DELETED":
+            self.objects.pop(object_key(obj), None)
+            return True
+        return False
+
+
+class ExpiredError(Exception):
+    """The watch's resourceVersion is too old (410 Gone): only a relist can continue."""
+
+
+class Informer:
+    """Keeps a Store of one resource current; `on_change` is called after every change."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        resource: Resource,
+        on_change: Callable[[str], None],
+        watch_seconds: int = 300,
+    ) -> None:
+        self.resource = resource
+        self.store = Store()
+        self.synced = asyncio.Event()
+        self.relists = 0
+        self._kube = kube
+        self._on_change = on_change
+        self._watch_seconds = watch_seconds
+
+    async def run(self) -> None:
+        """List and watch until cancelled; failures are logged and retried with backoff."""
+        failures = 0
+        must_list = True
+        while True:
+            try:
+                if must_list:
+                    await self._list()
+                    must_list = False
+                await self._watch()
+                failures = 0
+            except ExpiredError:
+                log.info("watch expired; relisting", resource=self.resource.kind)
+                must_list = True
+            except ApiError as error:
+                if error.status == 404 and self.resource.optional:
+                    self._mark_absent()
+                    await asyncio.sleep(_MAX_BACKOFF_SECONDS)
+                    must_list = True
+                    continue
+                failures += 1
+                delay = min(_MAX_BACKOFF_SECONDS, 0.2 * 2**failures) * (0.5 + random.random())
+                log.warning(
+                    "watch failed; retrying",
+                    resource=self.resource.kind,
+                    error=str(error),
+                    retry_seconds=round(delay, 2),
+                )
+                # A resume can only work with a version the server still has; after
+                # repeated failures relist instead of trusting it.
+                must_list = must_list or failures > 2
+                await asyncio.sleep(delay)
+
+    async def _list(self) -> None:
+        items: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            query = [("limit", _PAGE_SIZE)] + ([("continue", token)] if token else [])
+            try:
+                page = await self._kube.get(self.resource.path, query)
+            except ApiError as error:
+                if error.status == _GONE:  # the continue token expired mid-listing
+                    items, token = [], ""
+                    continue
+                raise
+            items += page.get("items") or []
+            token = str((page.get("metadata") or {}).get("continue") or "")
+            if not token:
+                break
+        self.store.replace(items, str(page.get("metadata", {}).get("resourceVersion") or ""))
+        self.relists += 1
+        self.synced.set()
+        self._on_change(self.resource.kind)
+
+    async def _watch(self) -> None:
+        query = [
+            ("resourceVersion", self.store.version or ""),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(self._watch_seconds)),
+        ]
+        stream = self._kube.watch(self.resource.path, query, timeout=self._watch_seconds + 30)
+        async for event in stream:
+            if event.get("type") == "ERROR":
+                status = event.get("object") or {}
+                if status.get("code") == _GONE:
+                    raise ExpiredError(str(status.get("message") or ""))
+                raise ApiError(
+                    "WATCH",
+                    self.resource.path,
+                    int(status.get("code") or 0),
+                    str(status.get("reason") or "Error"),
+                    str(status.get("message") or ""),
+                )
+            if self.store.apply(event):
+                self._on_change(self.resource.kind)
+
+    def _mark_absent(self) -> None:
+        if self.store.objects or not self.synced.is_set():
+            self.store.replace([], "")
+            self.synced.set()
+            self._on_change(self.resource.kind)

@@ -1,0 +1,256 @@
+"""The scheduling loop: one cycle every period, and early after relevant changes.
+
+A cycle: take a consistent view of the watch cache; group new pods; build the
+engine's snapshot with the scheduler's own recent binds laid over it; solve it
+on a worker thread (the engine is CPU-bound and must not stall the watches or
+the lease renewals on the event loop); bind; write status, events and metrics;
+collect unused GPU reservations. Only the leader runs cycles. A failing cycle is
+logged and the next one starts from the cluster as it is then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Executor
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from kai.api.pods import gpu_groups
+from kai.engine.accounting import queue_shares
+from kai.engine.cycle import CycleResult, run_cycle
+from kai.engine.fairshare import QueueShare
+from kai.engine.model import EngineConfig, PodPhase, Snapshot
+from kai.operator.backoff import BindBackoff
+from kai.operator.binder import Binder
+from kai.operator.cache import ClusterCache, ClusterView
+from kai.operator.events import EventRecorder
+from kai.operator.gpu_sharing import GpuSharing, reservation_pods
+from kai.operator.metrics import Metrics
+from kai.operator.pod_grouper import PodGrouper
+from kai.operator.snapshot import Assumed, Overlay, SnapshotBuilder
+from kai.operator.status import StatusWriter
+
+log = structlog.get_logger(__name__)
+
+ASSUME_SECONDS = 30.0
+"""How long a bind is laid over the cache before its watch event must have arrived."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CycleSummary:
+    """What one cycle did, kept for the last few cycles (for tests and debugging)."""
+
+    cycle: str
+    bound: tuple[str, ...]
+    seconds: float
+
+
+@dataclasses.dataclass(frozen=True)
+class _AssumedAt:
+    placement: Assumed
+    at: float
+
+
+class SchedulingLoop:
+    def __init__(
+        self,
+        *,
+        cache: ClusterCache,
+        builder: SnapshotBuilder,
+        grouper: PodGrouper,
+        binder: Binder,
+        sharing: GpuSharing,
+        status: StatusWriter,
+        events: EventRecorder,
+        backoff: BindBackoff,
+        metrics: Metrics,
+        engine: EngineConfig,
+        executor: Executor,
+        period_seconds: float,
+        debounce_seconds: float,
+        is_leader: Callable[[], bool],
+    ) -> None:
+        self._cache = cache
+        self._builder = builder
+        self._grouper = grouper
+        self._binder = binder
+        self._sharing = sharing
+        self._status = status
+        self._events = events
+        self._backoff = backoff
+        self._metrics = metrics
+        self._engine = engine
+        self._executor = executor
+        self._period = period_seconds
+        self._debounce = debounce_seconds
+        self._is_leader = is_leader
+        self._assumed: dict[str, _AssumedAt] = {}
+        self.cycles = 0
+        self.recent: deque[CycleSummary] = deque(maxlen=64)
+        self.last_tick = time.monotonic()
+
+    async def run(self) -> None:
+        await self._cache.wait_synced()
+        started = 0.0
+        while True:
+            await self._wait(started)
+            started = time.monotonic()
+            self.last_tick = started
+            if not self._is_leader():
+                self._assumed.clear()  # a new leader term starts from the cluster alone
+                continue
+            try:
+                await self.cycle()
+            except Exception:  # one bad cycle must not stop the scheduler
+                log.exception("cycle failed")
+
+    async def _wait(self, last_start: float) -> None:
+        remaining = last_start + self._period - time.monotonic()
+        if remaining > 0:
+            try:
+                await asyncio.wait_for(self._cache.changed.wait(), timeout=remaining)
+                await asyncio.sleep(self._debounce)  # let a burst of events settle
+            except TimeoutError:
+                pass
+        self._cache.changed.clear()
+
+    async def cycle(self) -> None:
+        cycle_id = uuid.uuid4().hex[:8]
+        timings: dict[str, float] = {}
+        began = time.monotonic()
+        with structlog.contextvars.bound_contextvars(cycle=cycle_id):
+            now = datetime.now(UTC)
+            view = self._cache.view()
+            self._prune_assumed(view)
+            with _timed(timings, "group"):
+                classes = self._builder.priority_classes(view)
+                plans = await self._grouper.sync(view, classes)
+            overlay = Overlay(
+                plans=plans,
+                assumed={key: entry.placement for key, entry in self._assumed.items()},
+                held=self._backoff.held(time.monotonic()),
+            )
+            with _timed(timings, "snapshot"):
+                snapshot = self._builder.build(view, overlay, now)
+            with _timed(timings, "allocate"):
+                loop = asyncio.get_running_loop()
+                result = await loop.run_in_executor(
+                    self._executor, run_cycle, snapshot, self._engine
+                )
+            with _timed(timings, "bind"):
+                bound = await self._bind(result, snapshot, view)
+            after = _with_binds(snapshot, bound)
+            with _timed(timings, "status"):
+                shares = queue_shares(after)
+                await self._status.publish(view, after, shares, result.groups, now)
+            with _timed(timings, "gpu-sharing"):
+                await self._tend_reservations()
+            await self._events.flush()
+        elapsed = time.monotonic() - began
+        self._record(timings, elapsed, shares)
+        log.info(
+            "cycle",
+            cycle=cycle_id,
+            pods=len(snapshot.pods),
+            groups=len(snapshot.pod_groups),
+            bound=len(bound),
+            answer=result.report.answer,
+            ms={step: round(seconds * 1000, 1) for step, seconds in timings.items()},
+            total_ms=round(elapsed * 1000, 1),
+        )
+        self.cycles += 1
+        self.recent.append(CycleSummary(cycle_id, tuple(sorted(bound)), elapsed))
+
+    async def _bind(
+        self, result: CycleResult, snapshot: Snapshot, view: ClusterView
+    ) -> dict[str, Assumed]:
+        pods = {pod.key: pod for pod in snapshot.pods}
+        groups = {group.key: group for group in snapshot.pod_groups}
+        reservations = reservation_pods(view.pods, self._sharing.namespace)
+        report = await self._binder.bind(result.bindings, pods, groups, view.pods, reservations)
+        stamp = time.monotonic()
+        for key, placement in report.bound.items():
+            self._assumed[key] = _AssumedAt(placement, stamp)
+        self._metrics.binds.labels("bound").inc(len(report.bound))
+        self._metrics.binds.labels("failed").inc(len(report.failed))
+        return report.bound
+
+    def _prune_assumed(self, view: ClusterView) -> None:
+        """Forget binds the cache now shows, or whose pods are gone, or that never showed up."""
+        now = time.monotonic()
+        for key, entry in list(self._assumed.items()):
+            pod = view.pods.get(key)
+            node = ((pod or {}).get("spec") or {}).get("nodeName")
+            if pod is None or node or now - entry.at > ASSUME_SECONDS:
+                del self._assumed[key]
+        self._backoff.forget_missing(view.pods.keys())
+
+    async def _tend_reservations(self) -> None:
+        """Collect reservation pods nobody uses and publish devices to pods, on a fresh view."""
+        fresh = self._cache.view()
+        reservations = reservation_pods(fresh.pods, self._sharing.namespace)
+        self._sharing.forget_created(reservations)
+        in_use = set(_groups_in_use(fresh.pods, self._sharing.namespace))
+        in_use.update(g for entry in self._assumed.values() for g in entry.placement.gpu_groups)
+        await self._sharing.collect_garbage(reservations, in_use)
+        await self._sharing.publish_devices(fresh.pods, reservations)
+
+    def _record(
+        self,
+        timings: Mapping[str, float],
+        elapsed: float,
+        shares: Mapping[str, QueueShare],
+    ) -> None:
+        self._metrics.cycles.inc()
+        self._metrics.e2e_latency.observe(elapsed * 1000)
+        for step, seconds in timings.items():
+            self._metrics.action_latency.labels(step).observe(seconds * 1000)
+        self._metrics.record_queues(shares)
+        self._metrics.relists.set(self._cache.relists)
+        self._metrics.events_dropped.set(self._events.dropped)
+
+
+@contextmanager
+def _timed(timings: dict[str, float], step: str) -> Iterator[None]:
+    began = time.monotonic()
+    try:
+        yield
+    finally:
+        timings[step] = time.monotonic() - began
+
+
+def _with_binds(snapshot: Snapshot, bound: Mapping[str, Assumed]) -> Snapshot:
+    """The snapshot after the binds that succeeded (not those the engine only proposed)."""
+    if not bound:
+        return snapshot
+    pods = tuple(
+        dataclasses.replace(
+            pod,
+            phase=PodPhase.BOUND,
+            node=bound[pod.key].node,
+            gpu_groups=bound[pod.key].gpu_groups,
+        )
+        if pod.key in bound
+        else pod
+        for pod in snapshot.pods
+    )
+    return dataclasses.replace(snapshot, pods=pods)
+
+
+def _groups_in_use(pods: Mapping[str, Mapping[str, Any]], reservations: str) -> Iterator[str]:
+    """Shared-device groups held by user pods that occupy a node (bound and not finished)."""
+    for pod in pods.values():
+        if (pod.get("metadata") or {}).get("namespace") == reservations:
+            continue
+        spec = pod.get("spec") or {}
+        phase = (pod.get("status") or {}).get("phase")
+        if spec.get("nodeName") and phase not in ("Succeeded", "Failed"):
+            yield from gpu_groups(((pod.get("metadata") or {}).get("labels")) or {})

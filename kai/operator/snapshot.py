@@ -1,0 +1,281 @@
+"""The engine's snapshot from the watch cache, built leniently.
+
+Unlike `kai simulate`, which refuses an input with any problem, a live scheduler
+must keep scheduling everyone else when one object is bad. An invalid PodGroup,
+or a pod of a group that cannot be parsed, sets its group aside with a reason and
+message (shown in the group's status and events); an unreadable node, queue or
+priority class is left out and logged. Parsing is memoised by resourceVersion, so
+a cycle parses only what changed since the previous one.
+
+Three pieces of the scheduler's own recent work are laid over the cache, because
+watch events for them may not have arrived yet: the pod grouper's decisions,
+binds already made (so capacity is not handed out twice), and groups held back
+because binding them keeps failing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
+from typing import Any, Generic, TypeVar
+
+import structlog
+
+from kai.api.constants import GPU_GROUP_LABEL, SCHEDULER_NAME, default_priority_classes
+from kai.api.corev1 import PriorityClass
+from kai.api.errors import ManifestError, object_ref, validated
+from kai.api.parse import parse_node, parse_pod, parse_pod_group, parse_queue, validate_queue_tree
+from kai.api.pods import annotated_pod_group_key
+from kai.engine.model import Node, Pod, PodGroup, PodPhase, Queue, SetAside, Snapshot
+from kai.grouping import PodGroupPlan
+from kai.operator.cache import ClusterView
+
+log = structlog.get_logger(__name__)
+
+INVALID_POD_GROUP = "InvalidPodGroup"
+INVALID_POD = "InvalidPod"
+INVALID_QUEUE = "InvalidQueue"
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Assumed:
+    """A bind the scheduler made whose watch event may still be on its way."""
+
+    node: str
+    gpu_groups: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """The scheduler's own recent decisions, applied over what the cache shows."""
+
+    plans: Mapping[str, PodGroupPlan] = field(default_factory=dict)
+    """Pod key -> the grouper's plan, for pods whose annotation is not visible yet."""
+    assumed: Mapping[str, Assumed] = field(default_factory=dict)
+    """Pod key -> where it was bound."""
+    held: Mapping[str, SetAside] = field(default_factory=dict)
+    """Group key -> why the group sits out this cycle (bind backoff)."""
+
+
+class ParseMemo(Generic[T]):
+    """Parse results by object key, reused while the object's version is unchanged."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[Hashable, T | ManifestError]] = {}
+        self._next: dict[str, tuple[Hashable, T | ManifestError]] = {}
+
+    def get(self, key: str, version: Hashable, parse: Callable[[], T]) -> T | ManifestError:
+        entry = self._entries.get(key)
+        if entry is None or entry[0] != version:
+            try:
+                entry = (version, parse())
+            except ManifestError as error:
+                entry = (version, error)
+        self._next[key] = entry
+        return entry[1]
+
+    def end_cycle(self) -> None:
+        """Forget objects this cycle did not ask for: they are gone from the cluster."""
+        self._entries, self._next = self._next, {}
+
+
+class SnapshotBuilder:
+    """Turns a ClusterView and an Overlay into the engine's Snapshot, cycle after cycle."""
+
+    def __init__(self, reservation_namespace: str) -> None:
+        self._reservation_namespace = reservation_namespace
+        self._nodes: ParseMemo[Node] = ParseMemo()
+        self._queues: ParseMemo[Queue] = ParseMemo()
+        self._groups: ParseMemo[PodGroup] = ParseMemo()
+        self._pods: ParseMemo[Pod] = ParseMemo()
+        self._reported: set[str] = set()
+
+    def build(self, view: ClusterView, overlay: Overlay, now: datetime) -> Snapshot:
+        set_aside: dict[str, SetAside] = {}
+        priority_classes = self.priority_classes(view)
+        nodes = self._parse_nodes(view)
+        queues, broken_queues = self._parse_queues(view)
+        groups = self._parse_groups(view, overlay, priority_classes, broken_queues, set_aside)
+        pods = self._parse_pods(view, overlay, groups, set_aside)
+        for key, reason in overlay.held.items():
+            if key in groups:
+                del groups[key]
+                set_aside[key] = reason
+        for memo in (self._nodes, self._queues, self._groups, self._pods):
+            memo.end_cycle()
+        return Snapshot(
+            nodes=tuple(sorted(nodes, key=lambda n: n.name)),
+            pods=tuple(sorted(pods, key=lambda p: p.key)),
+            pod_groups=tuple(sorted(groups.values(), key=lambda g: g.key)),
+            queues=tuple(sorted(queues, key=lambda q: q.name)),
+            now=now,
+            set_aside=tuple(sorted(set_aside.values(), key=lambda s: s.group)),
+        )
+
+    def priority_classes(self, view: ClusterView) -> dict[str, int]:
+        classes = default_priority_classes()
+        for key, manifest in view.priority_classes.items():
+            try:
+                ref = object_ref("PriorityClass", manifest, namespaced=False)
+                classes[key] = validated(PriorityClass, ref, manifest).value
+            except ManifestError as error:
+                self._report(key, error)
+        return classes
+
+    def _parse_nodes(self, view: ClusterView) -> list[Node]:
+        nodes = []
+        for key, manifest in view.nodes.items():
+            parsed = self._nodes.get(key, _version(manifest), partial(parse_node, manifest))
+            if isinstance(parsed, ManifestError):
+                self._report(key, parsed)
+            else:
+                nodes.append(parsed)
+        return nodes
+
+    def _parse_queues(self, view: ClusterView) -> tuple[list[Queue], dict[str, str]]:
+        """The usable queues, and a message for each queue that is not (bad spec or tree)."""
+        queues: list[Queue] = []
+        broken: dict[str, str] = {}
+        for key, manifest in view.queues.items():
+            parsed = self._queues.get(key, _version(manifest), partial(parse_queue, manifest))
+            if isinstance(parsed, ManifestError):
+                self._report(key, parsed)
+                broken[key] = str(parsed)
+            else:
+                queues.append(parsed)
+        for error in validate_queue_tree(queues, also_defined=broken.keys()):
+            broken.setdefault(error.name, str(error))
+        # A queue below a broken one is unusable too: the engine drops the whole subtree.
+        parents = {queue.name: queue.parent for queue in queues}
+        for queue in queues:
+            ancestor = queue.parent
+            seen = {queue.name}
+            while ancestor is not None and ancestor not in seen:
+                if ancestor in broken and queue.name not in broken:
+                    broken[queue.name] = f"Queue {queue.name}: ancestor: {broken[ancestor]}"
+                seen.add(ancestor)
+                ancestor = parents.get(ancestor)
+        return [queue for queue in queues if queue.name not in broken], broken
+
+    def _parse_groups(
+        self,
+        view: ClusterView,
+        overlay: Overlay,
+        priority_classes: Mapping[str, int],
+        broken_queues: Mapping[str, str],
+        set_aside: dict[str, SetAside],
+    ) -> dict[str, PodGroup]:
+        classes_version = tuple(sorted(priority_classes.items()))
+        manifests: dict[str, Mapping[str, Any]] = dict(view.pod_groups)
+        for plan in overlay.plans.values():
+            manifests.setdefault(f"{plan.namespace}/{plan.name}", plan.manifest)
+        groups: dict[str, PodGroup] = {}
+        for key, manifest in manifests.items():
+            parsed = self._groups.get(
+                key,
+                (_version(manifest), classes_version),
+                partial(parse_pod_group, manifest, priority_classes),
+            )
+            queue = str((manifest.get("spec") or {}).get("queue") or "")
+            if isinstance(parsed, ManifestError):
+                set_aside[key] = SetAside(key, queue, INVALID_POD_GROUP, str(parsed))
+            elif parsed.queue in broken_queues:
+                set_aside[key] = SetAside(key, queue, INVALID_QUEUE, broken_queues[parsed.queue])
+            else:
+                groups[key] = parsed
+        return groups
+
+    def _parse_pods(
+        self,
+        view: ClusterView,
+        overlay: Overlay,
+        groups: dict[str, PodGroup],
+        set_aside: dict[str, SetAside],
+    ) -> list[Pod]:
+        pods: list[Pod] = []
+        reservations: list[Pod] = []
+        for key, manifest in view.pods.items():
+            plan = overlay.plans.get(key)
+            group_key = (
+                f"{plan.namespace}/{plan.name}" if plan else annotated_pod_group_key(manifest) or ""
+            )
+            readable = grouped_manifest(manifest, plan) if plan is not None else manifest
+            parsed = self._pods.get(
+                key,
+                (_version(manifest), group_key, plan is not None),
+                partial(parse_pod, readable, group_key),
+            )
+            if isinstance(parsed, ManifestError):
+                self._set_pod_aside(key, readable, group_key, parsed, groups, set_aside)
+                continue
+            assumed = overlay.assumed.get(key)
+            if assumed is not None and parsed.phase in (PodPhase.PENDING, PodPhase.BOUND):
+                parsed = dataclasses.replace(
+                    parsed,
+                    phase=PodPhase.BOUND,
+                    node=assumed.node,
+                    gpu_groups=parsed.gpu_groups or assumed.gpu_groups,
+                )
+            if parsed.namespace == self._reservation_namespace:
+                reservations.append(dataclasses.replace(parsed, scheduler_is_ours=False))
+            else:
+                pods.append(parsed)
+        return pods + self._unclaimed(reservations, pods, view)
+
+    def _unclaimed(self, reservations: list[Pod], pods: list[Pod], view: ClusterView) -> list[Pod]:
+        """Reservation pods whose device no user holds any more, until they are collected.
+
+        A shared device in use is accounted through its users' group labels; one whose
+        users are gone still holds a whole GPU on the node until the pod is deleted.
+        """
+        in_use = {group for pod in pods if pod.phase.occupies_node for group in pod.gpu_groups}
+        result = []
+        for pod in reservations:
+            labels = (view.pods[pod.key].get("metadata") or {}).get("labels") or {}
+            if labels.get(GPU_GROUP_LABEL) not in in_use:
+                result.append(pod)
+        return result
+
+    def _set_pod_aside(
+        self,
+        key: str,
+        manifest: Mapping[str, Any],
+        group_key: str,
+        error: ManifestError,
+        groups: dict[str, PodGroup],
+        set_aside: dict[str, SetAside],
+    ) -> None:
+        """A pod that cannot be read holds its whole gang back; the group says why."""
+        spec = manifest.get("spec") or {}
+        if spec.get("schedulerName") != SCHEDULER_NAME or not group_key:
+            self._report(key, error)
+            return
+        group = groups.pop(group_key, None)
+        queue = group.queue if group is not None else ""
+        if group_key not in set_aside:
+            set_aside[group_key] = SetAside(group_key, queue, INVALID_POD, str(error))
+
+    def _report(self, key: str, error: ManifestError) -> None:
+        """Log an unusable object once per distinct problem, not once per cycle."""
+        text = str(error)
+        if text not in self._reported:
+            self._reported.add(text)
+            log.warning("object left out of scheduling", object=key, problem=text)
+
+
+def grouped_manifest(manifest: Mapping[str, Any], plan: PodGroupPlan) -> dict[str, Any]:
+    """The pod as the grouper leaves it: annotated with its group, labelled with its sub-group."""
+    metadata = dict(manifest.get("metadata") or {})
+    metadata["annotations"] = {**(metadata.get("annotations") or {}), **plan.pod_annotations}
+    metadata["labels"] = {**(metadata.get("labels") or {}), **plan.pod_labels}
+    return {**manifest, "metadata": metadata}
+
+
+def _version(manifest: Mapping[str, Any]) -> str:
+    metadata = manifest.get("metadata") or {}
+    return f"{metadata.get('uid')}@{metadata.get('resourceVersion')}"

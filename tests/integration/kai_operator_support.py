@@ -1,0 +1,211 @@
+"""Helpers for the operator's integration tests: run `kai run` in process, make queues and pods.
+
+The operator runs as in production (`run_operator` with a real kubeconfig, watch
+cache, Lease and HTTP endpoints) as a task on the test's event loop; the tests
+only talk to it through the API server, as users would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from kai.operator.app import Operator, run_operator
+from kai.operator.config import DEFAULT_RESERVATION_NAMESPACE, OperatorConfig
+
+QUEUES = ("scheduling.run.ai", "v2", "queues")
+POD_GROUPS = ("scheduling.run.ai", "v2alpha2", "podgroups")
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def operator_config(kubeconfig: Path, namespace: str, **overrides: Any) -> OperatorConfig:
+    """Fast cycles and a short Lease, so takeovers and retries happen within a test's patience."""
+    config = OperatorConfig(
+        kubeconfig=kubeconfig,
+        period_seconds=0.5,
+        time_limit_seconds=0.5,
+        metrics_port=0,
+        metrics_host="127.0.0.1",
+        namespace=namespace,
+        lease_name=unique("kai-lease"),
+        lease_seconds=3.0,
+        renew_deadline_seconds=2.0,
+        retry_seconds=0.5,
+        reservation_runtime_class=None,
+    )
+    return replace(config, **overrides)
+
+
+@contextlib.asynccontextmanager
+async def running_operator(
+    config: OperatorConfig,
+) -> AsyncIterator[tuple[Operator, asyncio.Task[None]]]:
+    """The operator, started and synced; cancelled (releasing its Lease) on exit."""
+    started: asyncio.Future[Operator] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(run_operator(config, started))
+    try:
+        async with asyncio.timeout(30):
+            done, _ = await asyncio.wait({started, task}, return_when=asyncio.FIRST_COMPLETED)
+            if task in done:
+                task.result()  # raises what stopped it
+            operator = started.result()
+            await operator.cache.wait_synced()
+        yield operator, task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def wait_for(
+    what: str, check: Callable[[], Awaitable[bool]], timeout: float = 30.0, every: float = 0.1
+) -> None:
+    """Poll until `check` holds; fail naming `what` after `timeout` seconds."""
+    try:
+        async with asyncio.timeout(timeout):
+            while not await check():
+                await asyncio.sleep(every)
+    except TimeoutError:
+        raise AssertionError(f"timed out after {timeout:g}s waiting for {what}") from None
+
+
+async def create_queue(
+    api: client.ApiClient,
+    name: str,
+    gpu_quota: float = 0,
+    gpu_limit: float = -1,
+    parent: str | None = None,
+) -> None:
+    unlimited = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+    spec: dict[str, Any] = {
+        "resources": {
+            "gpu": {"quota": gpu_quota, "limit": gpu_limit, "overQuotaWeight": 1},
+            "cpu": unlimited,
+            "memory": unlimited,
+        }
+    }
+    if parent:
+        spec["parentQueue"] = parent
+    await client.CustomObjectsApi(api).create_cluster_custom_object(
+        *QUEUES,
+        {
+            "apiVersion": "scheduling.run.ai/v2",
+            "kind": "Queue",
+            "metadata": {"name": name},
+            "spec": spec,
+        },
+    )
+
+
+async def delete_queue(api: client.ApiClient, name: str) -> None:
+    with contextlib.suppress(ApiException):
+        await client.CustomObjectsApi(api).delete_cluster_custom_object(*QUEUES, name)
+
+
+async def get_queue(api: client.ApiClient, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = await client.CustomObjectsApi(api).get_cluster_custom_object(
+        *QUEUES, name
+    )
+    return found
+
+
+async def list_pod_groups(api: client.ApiClient, namespace: str) -> list[dict[str, Any]]:
+    listing = await client.CustomObjectsApi(api).list_namespaced_custom_object(
+        *POD_GROUPS[:2], namespace, POD_GROUPS[2]
+    )
+    items: list[dict[str, Any]] = listing["items"]
+    return items
+
+
+async def ensure_namespace(
+    api: client.ApiClient, name: str = DEFAULT_RESERVATION_NAMESPACE
+) -> None:
+    try:
+        await client.CoreV1Api(api).create_namespace(
+            client.V1Namespace(metadata=client.V1ObjectMeta(name=name))
+        )
+    except ApiException as error:
+        if error.status != 409:
+            raise
+
+
+def gpu_pod(
+    name: str,
+    queue: str,
+    gpus: int = 0,
+    annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+) -> client.V1Pod:
+    """A kai-scheduler pod asking for whole GPUs (or, with annotations, a fraction)."""
+    resources = client.V1ResourceRequirements(
+        requests={
+            "cpu": "100m",
+            "memory": "100Mi",
+            **({"nvidia.com/gpu": str(gpus)} if gpus else {}),
+        },
+        limits={"nvidia.com/gpu": str(gpus)} if gpus else None,
+    )
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(
+            name=name,
+            labels={"kai.scheduler/queue": queue, **(labels or {})},
+            annotations=annotations,
+        ),
+        spec=client.V1PodSpec(
+            scheduler_name="kai-scheduler",
+            termination_grace_period_seconds=0,
+            containers=[
+                client.V1Container(name="main", image="example.invalid/none", resources=resources)
+            ],
+        ),
+    )
+
+
+def gpu_job(
+    name: str, queue: str, parallelism: int, gpus: int, min_member: int | None = None
+) -> client.V1Job:
+    annotations = {"kai.scheduler/batch-min-member": str(min_member)} if min_member else None
+    template = gpu_pod("unused", queue, gpus)
+    template.metadata.name = None
+    template.spec.restart_policy = "Never"
+    return client.V1Job(
+        metadata=client.V1ObjectMeta(
+            name=name, labels={"kai.scheduler/queue": queue}, annotations=annotations
+        ),
+        spec=client.V1JobSpec(
+            parallelism=parallelism,
+            completions=parallelism,
+            template=client.V1PodTemplateSpec(metadata=template.metadata, spec=template.spec),
+        ),
+    )
+
+
+async def pods_in(api: client.ApiClient, namespace: str) -> list[client.V1Pod]:
+    pods: list[client.V1Pod] = (await client.CoreV1Api(api).list_namespaced_pod(namespace)).items
+    return pods
+
+
+async def bound_pods(api: client.ApiClient, namespace: str) -> dict[str, str]:
+    """Pod name -> node, for the namespace's bound pods."""
+    return {
+        p.metadata.name: p.spec.node_name for p in await pods_in(api, namespace) if p.spec.node_name
+    }
+
+
+async def events_for(api: client.ApiClient, namespace: str, name: str) -> list[client.CoreV1Event]:
+    listing = await client.CoreV1Api(api).list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name={name}"
+    )
+    events: list[client.CoreV1Event] = listing.items
+    return events

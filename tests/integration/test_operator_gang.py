@@ -1,0 +1,98 @@
+"""The live scheduler binds a Job's pods as one gang: all in one cycle, or none.
+
+The Job controller of the real control plane creates the pods; the operator's pod
+grouper makes the PodGroup; the engine places the gang; the binder binds it.
+"""
+
+from __future__ import annotations
+
+from kai_operator_support import (
+    bound_pods,
+    create_queue,
+    delete_queue,
+    events_for,
+    get_queue,
+    gpu_job,
+    list_pod_groups,
+    operator_config,
+    pods_in,
+    running_operator,
+    unique,
+    wait_for,
+)
+from kubernetes_asyncio import client
+
+from kai.testing.controlplane import ClusterAccess
+from kai.testing.fakes import GpuNode, NodeFactory
+
+
+async def test_job_gang_binds_together_once_it_fits(
+    api: client.ApiClient, namespace: str, gpu_nodes: NodeFactory, control_plane: ClusterAccess
+) -> None:
+    queue = unique("train")
+    await create_queue(api, queue)
+    node_names = [unique("gpu") for _ in range(4)]
+    for name in node_names[:3]:
+        await gpu_nodes(GpuNode(name=name, gpus=2, gpu_memory_mib=40960))
+    try:
+        config = operator_config(control_plane.kubeconfig, namespace)
+        async with running_operator(config) as (operator, _):
+            job = gpu_job("train", queue, parallelism=4, gpus=2, min_member=4)
+            await client.BatchV1Api(api).create_namespaced_job(namespace, job)
+
+            async def grouped_and_refused() -> bool:
+                groups = await list_pod_groups(api, namespace)
+                if len(groups) != 1:
+                    return False
+                conditions = (groups[0].get("status") or {}).get("schedulingConditions") or []
+                return bool(conditions)
+
+            await wait_for("the gang to be found unschedulable", grouped_and_refused)
+            pods = await pods_in(api, namespace)
+            assert len(pods) == 4
+            group = (await list_pod_groups(api, namespace))[0]
+            assert group["spec"]["minMember"] == 4
+            assert group["spec"]["queue"] == queue
+            assert {p.metadata.annotations["pod-group-name"] for p in pods} == {
+                group["metadata"]["name"]
+            }
+            reasons = group["status"]["schedulingConditions"][0]["reasons"]
+            assert reasons[0]["reason"] and reasons[0]["message"]
+            cycles_before = operator.loop.cycles
+            await wait_for("more cycles", _cycles_after(operator, cycles_before + 3))
+            assert await bound_pods(api, namespace) == {}  # 3 of 4 would fit: none is bound
+            events = await events_for(api, namespace, pods[0].metadata.name)
+            assert any(e.reason == "Unschedulable" for e in events)
+
+            await gpu_nodes(GpuNode(name=node_names[3], gpus=2, gpu_memory_mib=40960))
+
+            async def all_bound() -> bool:
+                return len(await bound_pods(api, namespace)) == 4
+
+            await wait_for("the whole gang to be bound", all_bound)
+            bound = await bound_pods(api, namespace)
+            assert sorted(bound.values()) == sorted(node_names)  # 2 GPUs each: one pod per node
+            binding_cycles = [c for c in operator.loop.recent if c.bound]
+            assert len(binding_cycles) == 1
+            assert len(binding_cycles[0].bound) == 4
+
+            async def status_current() -> bool:
+                queue_status = (await get_queue(api, queue)).get("status") or {}
+                groups = await list_pod_groups(api, namespace)
+                conditions = (groups[0].get("status") or {}).get("schedulingConditions")
+                return (queue_status.get("allocated") or {}).get(
+                    "nvidia.com/gpu"
+                ) == "8" and conditions == []
+
+            await wait_for("queue and group status to show the gang running", status_current)
+            scheduled = await events_for(api, namespace, pods[0].metadata.name)
+            assert any(e.reason == "Scheduled" for e in scheduled)
+    finally:
+        await delete_queue(api, queue)
+
+
+def _cycles_after(operator: object, count: int) -> object:
+    async def check() -> bool:
+        return operator.loop.cycles >= count  # type: ignore[attr-defined]
+
+    return check
