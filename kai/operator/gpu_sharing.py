@@ -254,7 +254,8 @@ class GpuSharing:
 
         async def delete() -> None:
             try:
-                await self._kube.delete(_pod_path(self._namespace, name))
+                # A reservation pod holds no work: it may go at once.
+                await self._kube.delete(_pod_path(self._namespace, name), {"gracePeriodSeconds": 0})
             except ApiError as error:
                 if error.status != _NOT_FOUND:
                     raise

@@ -1,0 +1,78 @@
+"""Queue rules hold live: a limit caps what a queue gets, a missing queue is named."""
+
+from __future__ import annotations
+
+from kai_operator_support import (
+    bound_pods,
+    create_queue,
+    delete_queue,
+    events_for,
+    get_queue,
+    gpu_pod,
+    list_pod_groups,
+    operator_config,
+    running_operator,
+    unique,
+    wait_for,
+)
+from kubernetes_asyncio import client
+
+from kai.testing.controlplane import ClusterAccess
+from kai.testing.fakes import GpuNode, NodeFactory
+
+
+async def test_queue_limit_holds_and_missing_queue_is_reported(
+    api: client.ApiClient, namespace: str, gpu_nodes: NodeFactory, control_plane: ClusterAccess
+) -> None:
+    core = client.CoreV1Api(api)
+    limited = unique("capped")
+    missing = unique("no-such-queue")
+    await create_queue(api, limited, gpu_quota=1, gpu_limit=2)
+    await gpu_nodes(GpuNode(name=unique("gpu"), gpus=8, gpu_memory_mib=40960))
+    try:
+        async with running_operator(operator_config(control_plane.kubeconfig, namespace)):
+            for index in range(3):
+                await core.create_namespaced_pod(
+                    namespace, gpu_pod(f"capped-{index}", limited, gpus=1)
+                )
+            await core.create_namespaced_pod(namespace, gpu_pod("lost", missing, gpus=1))
+
+            async def decided() -> bool:
+                groups = await list_pod_groups(api, namespace)
+                refused = [g for g in groups if (g.get("status") or {}).get("schedulingConditions")]
+                return len(await bound_pods(api, namespace)) == 2 and len(refused) == 2
+
+            await wait_for("two pods bound and two groups refused", decided)
+            bound = await bound_pods(api, namespace)
+            assert set(bound) <= {"capped-0", "capped-1", "capped-2"}
+
+            reasons = {}
+            for group in await list_pod_groups(api, namespace):
+                conditions = (group.get("status") or {}).get("schedulingConditions") or []
+                if conditions:
+                    reason = conditions[0]["reasons"][0]
+                    reasons[group["spec"]["queue"]] = (reason["reason"], reason["message"])
+            assert reasons[limited][0] == "OverLimit"
+            assert reasons[missing][0] == "QueueDoesNotExist"
+            assert missing in reasons[missing][1]
+
+            async def event_named_the_queue() -> bool:
+                events = await events_for(api, namespace, "lost")
+                return any(
+                    e.reason == "Unschedulable"
+                    and missing in e.message
+                    and "QueueDoesNotExist" in e.message
+                    for e in events
+                )
+
+            await wait_for("an Unschedulable event naming the missing queue", event_named_the_queue)
+
+            async def queue_status() -> bool:
+                status = (await get_queue(api, limited)).get("status") or {}
+                return (status.get("allocated") or {}).get("nvidia.com/gpu") == "2" and (
+                    status.get("requested") or {}
+                ).get("nvidia.com/gpu") == "3"
+
+            await wait_for("the capped queue's status", queue_status)
+    finally:
+        await delete_queue(api, limited)

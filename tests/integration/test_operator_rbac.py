@@ -1,0 +1,147 @@
+"""The scheduler works with exactly the permissions manifests/ grants, and no more.
+
+The manifests are applied to the control plane (all but the Deployment, which
+needs a container runtime), a token is issued for their ServiceAccount, and the
+operator runs with it: it groups, binds whole and fractional pods (reservation
+pod, ConfigMaps), writes status and events and holds its Lease. The same identity
+is then refused what the role does not grant.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import yaml
+from kai_operator_support import (
+    bound_pods,
+    create_queue,
+    delete_queue,
+    get_queue,
+    gpu_pod,
+    operator_config,
+    running_operator,
+    unique,
+    wait_for,
+)
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from kai.operator.kube import ApiError, Kube
+from kai.testing.controlplane import ClusterAccess
+from kai.testing.fakes import GpuNode, NodeFactory
+from kai.testing.kubeconfig import service_account_kubeconfig
+
+MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
+SCHEDULER_NAMESPACE = "kai-scheduler"
+_COLLECTIONS = {
+    "Namespace": "/api/v1/namespaces",
+    "ServiceAccount": "/api/v1/namespaces/{namespace}/serviceaccounts",
+    "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+    "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+    "Role": "/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles",
+    "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings",
+    "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
+    "Queue": "/apis/scheduling.run.ai/v2/queues",
+}
+_LEFT_IN_PLACE = {"Namespace", "ServiceAccount", "Role", "RoleBinding"}
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def installed(api: client.ApiClient) -> AsyncIterator[list[str]]:
+    """manifests/ applied (but the Deployment); cluster-wide objects removed afterwards."""
+    kube = Kube(api)
+    created: list[str] = []
+    for path in sorted(MANIFESTS.glob("*.yaml")):
+        for manifest in yaml.safe_load_all(path.read_text()):
+            if not manifest or manifest["kind"] == "Deployment":
+                continue
+            collection = _COLLECTIONS[manifest["kind"]].format(
+                namespace=manifest["metadata"].get("namespace", "")
+            )
+            try:
+                await kube.create(collection, manifest)
+            except ApiError as error:
+                if error.status != 409:
+                    raise
+            if manifest["kind"] not in _LEFT_IN_PLACE:
+                created.append(f"{collection}/{manifest['metadata']['name']}")
+    yield created
+    for path in reversed(created):
+        with contextlib.suppress(ApiError):
+            await kube.delete(path)
+
+
+async def test_scheduler_runs_with_its_own_least_privilege_role(
+    api: client.ApiClient,
+    namespace: str,
+    gpu_nodes: NodeFactory,
+    control_plane: ClusterAccess,
+    installed: list[str],
+    tmp_path: Path,
+) -> None:
+    assert any("clusterroles/kai-scheduler" in path for path in installed)
+    kubeconfig = await service_account_kubeconfig(
+        api,
+        namespace=SCHEDULER_NAMESPACE,
+        service_account="kai-scheduler",
+        server=control_plane.server,
+        ca_cert=control_plane.ca_cert,
+        path=tmp_path / "kai-scheduler.kubeconfig",
+    )
+    core = client.CoreV1Api(api)
+    queue = unique("rbac")
+    await create_queue(api, queue)
+    await gpu_nodes(GpuNode(name=unique("gpu"), gpus=4, gpu_memory_mib=40960))
+    try:
+        scheduler_config = operator_config(kubeconfig, SCHEDULER_NAMESPACE)
+        async with running_operator(scheduler_config) as (operator, _):
+            await wait_for("the Lease", _leading(operator))
+            await core.create_namespaced_pod(namespace, gpu_pod("whole", queue, gpus=2))
+            await core.create_namespaced_pod(
+                namespace, gpu_pod("fraction", queue, annotations={"gpu-fraction": "0.5"})
+            )
+
+            async def both_bound() -> bool:
+                return len(await bound_pods(api, namespace)) == 2
+
+            await wait_for("both pods to be bound by the ServiceAccount", both_bound)
+
+            async def status_written() -> bool:
+                status = (await get_queue(api, queue)).get("status") or {}
+                return (status.get("allocated") or {}).get("nvidia.com/gpu") == "2.5"
+
+            await wait_for("queue status written by the ServiceAccount", status_written)
+            events = (await core.list_namespaced_event(namespace)).items
+            assert any(
+                e.reason == "Scheduled" and e.reporting_instance == scheduler_config.identity
+                for e in events
+            )
+
+        async with await config.new_client_from_config(config_file=str(kubeconfig)) as scheduler:
+            as_scheduler = client.CoreV1Api(scheduler)
+            with pytest.raises(ApiException) as secrets:
+                await as_scheduler.list_namespaced_secret(namespace)
+            assert secrets.value.status == 403
+            with pytest.raises(ApiException) as pods:  # pods are created only for reservations
+                await as_scheduler.create_namespaced_pod(namespace, gpu_pod("sneaky", queue))
+            assert pods.value.status == 403
+            with pytest.raises(ApiException) as nodes:
+                await as_scheduler.patch_node(
+                    (await core.list_node()).items[0].metadata.name,
+                    {"metadata": {"labels": {"x": "y"}}},
+                )
+            assert nodes.value.status == 403
+    finally:
+        await delete_queue(api, queue)
+
+
+def _leading(operator: Any) -> Any:
+    async def check() -> bool:
+        return bool(operator.is_leader())
+
+    return check
