@@ -18,7 +18,7 @@ import pytest_asyncio
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from kai.testing.binaries import BinariesMissingError, locate_binaries
+from kai.testing.binaries import Binaries, BinariesMissingError, locate_binaries
 from kai.testing.controlplane import ClusterAccess, ControlPlane
 from kai.testing.fakes import GpuNode, NodeFactory, create_gpu_node
 
@@ -38,16 +38,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
 
 
+def _binaries_or_skip() -> Binaries:
+    try:
+        return locate_binaries(REPO_ROOT)
+    except BinariesMissingError as err:
+        message = str(err)
+    if os.environ.get("CI") == "true":  # CI must run these tests, not skip them
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[ClusterAccess]:
     """The session's control plane; skipped (failed in CI) if not built."""
-    try:
-        binaries = locate_binaries(REPO_ROOT)
-    except BinariesMissingError as err:
-        if os.environ.get("CI") == "true":
-            pytest.fail(str(err), pytrace=False)
-        pytest.skip(str(err))
-    with ControlPlane(binaries, REPO_ROOT / "crds") as access:
+    with ControlPlane(_binaries_or_skip(), REPO_ROOT / "crds") as access:
         yield access
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import aiohttp
 import pytest
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -135,8 +136,9 @@ async def _bind(core: client.CoreV1Api, namespace: str, pod: str, node: str) -> 
         metadata=client.V1ObjectMeta(name=pod),
         target=client.V1ObjectReference(kind="Node", name=node),
     )
-    response = await core.create_namespaced_pod_binding(
-        pod, namespace, binding, _preload_content=False
+    response = cast(
+        aiohttp.ClientResponse,
+        await core.create_namespaced_pod_binding(pod, namespace, binding, _preload_content=False),
     )
     status: dict[str, Any] = await response.json()
     return status
