@@ -3,14 +3,17 @@
 Beyond field types, KAI's admission webhook enforces rules that span fields (the
 subgroup tree, minMember against minSubGroup); they are checked here with the same
 meaning so that a PodGroup KAI would refuse never reaches the engine. Priority and
-preemptibility are derived as KAI derives them (kai-semantics §3.2, §5).
+preemptibility are derived as KAI derives them (kai-semantics §3.2, §5). The
+timestamps the scheduler keeps on a PodGroup as annotations (§4.2) are read here,
+and written back in the same format by `stamp_annotations`.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Final
 
 from kai.api import models as crd
 from kai.api.durations import as_seconds
@@ -23,6 +26,10 @@ from kai.engine.model import (
     SubGroup,
     TopologyConstraint,
 )
+
+LAST_START_ANNOTATION: Final = "kai.scheduler/last-start-timestamp"
+STALE_SINCE_ANNOTATION: Final = "kai.scheduler/stale-podgroup-timestamp"
+LAST_EVICTION_ANNOTATION: Final = "kai.scheduler/last-eviction-timestamp"
 
 
 def parse_pod_group(manifest: Mapping[str, Any], priority_classes: Mapping[str, int]) -> PodGroup:
@@ -48,6 +55,10 @@ def parse_pod_group(manifest: Mapping[str, Any], priority_classes: Mapping[str, 
         )
         for index, sub in enumerate(spec.sub_groups)
     )
+    annotations = wire.metadata.annotations
+    last_start = _annotated_time(ref, annotations, LAST_START_ANNOTATION, errors)
+    stale_since = _annotated_time(ref, annotations, STALE_SINCE_ANNOTATION, errors)
+    last_eviction = _annotated_time(ref, annotations, LAST_EVICTION_ANNOTATION, errors)
     raise_all(errors)
     priority = priority_classes.get(spec.priority_class_name, DEFAULT_PODGROUP_PRIORITY)
     return PodGroup(
@@ -65,7 +76,49 @@ def parse_pod_group(manifest: Mapping[str, Any], priority_classes: Mapping[str, 
         topology=topology,
         preemption_delay_seconds=as_seconds(spec.preemption_delay),
         staleness_grace_period_seconds=as_seconds(spec.staleness_grace_period),
+        last_start=last_start,
+        stale_since=stale_since,
+        last_eviction=last_eviction,
     )
+
+
+def stamp_annotations(
+    last_start: datetime | None, stale_since: datetime | None, last_eviction: datetime | None
+) -> dict[str, str | None]:
+    """The PodGroup annotations that hold these times; None means the annotation is removed."""
+    return {
+        LAST_START_ANNOTATION: _format_time(last_start),
+        STALE_SINCE_ANNOTATION: _format_time(stale_since),
+        LAST_EVICTION_ANNOTATION: _format_time(last_eviction),
+    }
+
+
+def _format_time(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _annotated_time(
+    ref: ObjectRef, annotations: Mapping[str, str], key: str, errors: list[ManifestError]
+) -> datetime | None:
+    """An RFC 3339 time kept in an annotation; a missing or empty annotation is None."""
+    text = annotations.get(key)
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("z", "Z"))
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        errors.append(
+            ref.error(
+                f"metadata.annotations.{key}",
+                f"{text!r} is not an RFC 3339 time such as 2024-05-01T12:00:00Z",
+            )
+        )
+        return None
+    return moment
 
 
 def is_preemptible(preemptibility: crd.Preemptibility, priority: int) -> bool:

@@ -1,15 +1,16 @@
-"""One allocation cycle, end to end: snapshot in, bindings and explanations out.
+"""One scheduling cycle, end to end: snapshot in, bindings, evictions and explanations out.
 
 Fair share is computed in closed form; the gangs are placed by the greedy pass and
 then by the CP-SAT model warm-started from it; the better answer that passes the
-independent validator is returned. Nothing here reads a clock or does I/O: the
-live operator and `kai simulate` call `run_cycle` with a snapshot they built.
+independent validator is returned. The eviction actions then run in KAI's order
+(`kai.engine.evictions`) for the gangs still pending. Nothing here reads a clock or
+does I/O: the live operator and `kai simulate` call `run_cycle` with a snapshot they built.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from kai.engine.accounting import (
@@ -21,6 +22,9 @@ from kai.engine.accounting import (
 from kai.engine.budget import QueueBudget, Refusal, leaf_names
 from kai.engine.capacity import NodeCapacity, initial_capacity
 from kai.engine.eligibility import node_accepts
+from kai.engine.evictions.actions import PIPELINED, EvictionReport, run_evictions
+from kai.engine.evictions.decisions import Eviction, GroupStamps, PipelinedPod
+from kai.engine.evictions.state import EvictionInputs
 from kai.engine.explain import explain_incomplete, explain_pending
 from kai.engine.fairshare import QueueShare
 from kai.engine.gangs import GangRequest, build_gang_requests, pod_resources
@@ -30,7 +34,7 @@ from kai.engine.model import EngineConfig, Placement, Pod, PodGroup, Snapshot
 from kai.engine.node_index import NodeIndex
 from kai.engine.resources import Resources
 from kai.engine.solver.optimize import optimize
-from kai.engine.validator import ProposedBinding, validate
+from kai.engine.validator import ProposedBinding, validate, validate_after_evictions
 
 QUEUE_DOES_NOT_EXIST = "QueueDoesNotExist"
 QUEUE_NOT_LEAF = "QueueIsNotLeaf"
@@ -73,6 +77,11 @@ class CycleResult:
     groups: dict[str, GroupDecision]
     queues: dict[str, QueueShare]
     report: SolverReport
+    evictions: tuple[Eviction, ...] = ()
+    pipelined: tuple[PipelinedPod, ...] = ()
+    stamps: dict[str, GroupStamps] = field(default_factory=dict)
+    """PodGroups whose scheduler timestamps (annotations) change, with their new values."""
+    eviction_report: EvictionReport | None = None
 
 
 def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
@@ -101,6 +110,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
             schedulable.append(group)
     requests = build_gang_requests(schedulable, pods_by_group(snapshot))
     placeable: list[GangRequest] = []
+    refused: list[GangRequest] = []  # over a limit: preempting in their own queue may help
     for request in requests:
         if request.missing > 0:
             decisions[request.key] = _pending(request.group, explain_incomplete(request))
@@ -110,6 +120,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
         )
         if refusal is not None and request.core:
             decisions[request.key] = _pending(request.group, refusal)
+            refused.append(request)
             continue
         placeable.append(request)
 
@@ -193,7 +204,45 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
     report = SolverReport(
         answer, status, _gpus(chosen, memory_mib), _gpus(greedy, memory_mib), bound, violations
     )
-    return CycleResult(bindings, decisions, shares, report)
+    placed = chosen.placements
+    outcome = run_evictions(
+        EvictionInputs(
+            snapshot,
+            config,
+            queues,
+            shares,
+            total,
+            final_budget,
+            placed,
+            [
+                request
+                for request in (*placeable, *refused)
+                if not any(pod.key in placed for pod in (*request.core, *request.elastic))
+            ],
+            eligible_for,
+            memory_mib,
+        )
+    )
+    future_problems = validate_after_evictions(
+        snapshot,
+        _proposed(chosen),
+        [eviction.pod for eviction in outcome.evictions],
+        [ProposedBinding(p.pod, p.node, p.gpu_groups) for p in outcome.pipelined],
+    )
+    if future_problems:
+        raise EngineInvariantError("evictions failed validation: " + "; ".join(future_problems))
+    for key, message in outcome.waiting.items():
+        decisions[key] = GroupDecision(key, groups[key].queue, False, PIPELINED, message)
+    return CycleResult(
+        bindings,
+        decisions,
+        shares,
+        report,
+        outcome.evictions,
+        outcome.pipelined,
+        outcome.stamps,
+        outcome.report,
+    )
 
 
 def _queue_problem(

@@ -185,6 +185,12 @@ class PodGroup:
     topology: TopologyConstraint | None = None
     preemption_delay_seconds: float | None = None
     staleness_grace_period_seconds: float | None = None  # negative disables stale eviction
+    last_start: datetime | None = None
+    """When the gang last started running (`kai.scheduler/last-start-timestamp`): the min-runtime clock."""
+    stale_since: datetime | None = None
+    """When the gang was first seen below its minimum (`kai.scheduler/stale-podgroup-timestamp`)."""
+    last_eviction: datetime | None = None
+    """When the gang last lost pods to an eviction (`kai.scheduler/last-eviction-timestamp`)."""
 
     @property
     def key(self) -> str:
@@ -223,12 +229,34 @@ class PlacementStrategy(enum.Enum):
     SPREAD = "spread"
 
 
+class ReclaimResolveMethod(enum.Enum):
+    """Where reclaimMinRuntime is looked up (kai-semantics §11.1)."""
+
+    LCA = "lca"  # one level below the reclaimer's and victim's common ancestor, then up
+    QUEUE = "queue"  # the victim's own queue, then up
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionConfig:
+    """The scheduler-wide settings of the eviction actions; KAI's defaults."""
+
+    time_limit_seconds: float | None = None
+    """Solver time for choosing victims per cycle; None: the allocation's limit; 0: greedy only."""
+    staleness_grace_seconds: float = 60.0  # negative disables stale-gang eviction
+    max_consolidation_preemptees: int = 16  # 0 disables consolidation
+    preempt_min_runtime_seconds: float = 0.0
+    reclaim_min_runtime_seconds: float = 0.0
+    reclaim_resolve_method: ReclaimResolveMethod = ReclaimResolveMethod.LCA
+    reclaimer_saturation_multiplier: Fraction = Fraction(1)
+
+
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
     time_limit_seconds: float = 1.0
     placement_strategy: PlacementStrategy = PlacementStrategy.BINPACK
     solver_workers: int = 2
     random_seed: int = 0
+    evictions: EvictionConfig = EvictionConfig()
 
 
 @dataclass(frozen=True)

@@ -1,20 +1,37 @@
-"""An independent re-check of every allocation before it leaves the engine.
+"""An independent re-check of every allocation and eviction before it leaves the engine.
 
 The solver, the decoder and the greedy pass share capacity code; this module does
 not. It recomputes node usage, device memory, gang sizes and queue totals from the
-snapshot and the proposed bindings alone, with plain loops. Any violation it finds
-is a bug in the engine: the cycle falls back to a checked answer and tests fail.
+snapshot and the proposed bindings alone, with plain loops. The eviction audit does
+the same for victims: KAI's reclaim, preempt, consolidation and staleness rules are
+re-derived here, apart from the code that searched for the victims. Any violation it
+finds is a bug in the engine: the cycle falls back to a checked answer and tests fail.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 
+from kai.engine.accounting import accounting_device_memory, queue_shares
 from kai.engine.eligibility import node_accepts
-from kai.engine.model import UNLIMITED, Pod, PodPhase, Snapshot
+from kai.engine.evictions.decisions import Action, EvictionDecision
+from kai.engine.model import (
+    UNLIMITED,
+    EngineConfig,
+    PlacementStrategy,
+    Pod,
+    PodGroup,
+    PodPhase,
+    Queue,
+    ReclaimResolveMethod,
+    Snapshot,
+)
+from kai.engine.resources import ResourceName
 
 
 @dataclass(frozen=True)
@@ -191,3 +208,462 @@ def _ancestry(queues: Mapping[str, object], leaf: str) -> list[str]:
         chain.append(name)
         name = getattr(queues[name], "parent", None)
     return chain
+
+
+# -- evictions ---------------------------------------------------------------------------
+#
+# The eviction actions commit decisions one after another, each seeing the ones before.
+# The audit replays them in that order over its own queue totals and re-derives every
+# rule from the snapshot: it shares no code with the victim searches or their rules.
+
+_RULES_BY_ACTION = {
+    "reclaim": ("MaintainFairShare", "GuaranteeDeservedQuota"),
+    "preempt": ("LowerPriority",),
+    "consolidate": ("Moved",),
+    "stale-gang": ("StaleGracePeriodExpired",),
+}
+Amount = tuple[Fraction, Fraction, Fraction]  # gpu, cpu, memory
+
+
+class EvictionAudit:
+    """Checks each eviction decision against KAI's rules before the engine commits it."""
+
+    def __init__(
+        self, snapshot: Snapshot, config: EngineConfig, bindings: Iterable[ProposedBinding]
+    ) -> None:
+        self._now = snapshot.now
+        self._config = config
+        self._queues = {queue.name: queue for queue in snapshot.queues}
+        self._groups = {group.key: group for group in snapshot.pod_groups}
+        self._pods = {pod.key: pod for pod in snapshot.pods}
+        self._node_memory = {node.name: node.gpu_memory_mib for node in snapshot.nodes}
+        self._pending_memory = accounting_device_memory(snapshot)
+        self._shares = queue_shares(snapshot)
+        self._bound = {binding.pod for binding in bindings}
+        self._gone: set[str] = set()
+        self._waiting: set[str] = set()
+        self._held: dict[str, list[Fraction]] = defaultdict(lambda: [Fraction(0)] * 3)
+        self._held_np: dict[str, list[Fraction]] = defaultdict(lambda: [Fraction(0)] * 3)
+        self._running: dict[str, set[str]] = defaultdict(set)
+        self._members: dict[str, list[Pod]] = defaultdict(list)
+        for pod in snapshot.pods:
+            if pod.scheduler_is_ours:
+                self._members[pod.group].append(pod)
+            if pod.phase is PodPhase.BOUND and pod.scheduler_is_ours and pod.group in self._groups:
+                self._running[pod.group].add(pod.key)
+                self._count(pod.group, self._amount(pod, pod.node), 1)
+        for binding in bindings:
+            placed = self._pods.get(binding.pod)
+            if placed is not None and placed.group in self._groups:
+                self._count(placed.group, self._amount(placed, binding.node), 1)
+
+    # -- public ------------------------------------------------------------------------
+    def check(self, decision: EvictionDecision) -> list[str]:
+        """Every rule the decision breaks, given the decisions committed before it."""
+        label = decision.action.value if decision.action else "pipelining"
+        problems = self._check_evictions(decision)
+        victims = self._victims(decision)
+        if decision.action is None or decision.preemptor is not None:
+            problems += self._check_preemptor(decision)
+        if decision.action is Action.STALE_GANG:
+            problems += self._check_stale(decision, victims)
+        elif decision.action is not None:
+            problems += self._check_trigger(decision, victims)
+        return [f"{label} for {decision.preemptor or 'stale gang'}: {p}" for p in problems]
+
+    def commit(self, decision: EvictionDecision) -> None:
+        moved = {record.pod for record in decision.pipelined}
+        for eviction in decision.evictions:
+            self._gone.add(eviction.pod)
+            if eviction.pod not in moved:
+                pod = self._pods[eviction.pod]
+                self._count(pod.group, self._amount(pod, pod.node), -1)
+        for record in decision.pipelined:
+            pod = self._pods[record.pod]
+            if pod.key not in self._gone:
+                self._waiting.add(pod.key)
+                self._count(pod.group, self._amount(pod, None), 1)
+
+    # -- evictions and gang integrity ---------------------------------------------------
+    def _check_evictions(self, decision: EvictionDecision) -> list[str]:
+        problems: list[str] = []
+        allowed = _RULES_BY_ACTION.get(decision.action.value if decision.action else "", ())
+        for eviction in decision.evictions:
+            pod = self._pods.get(eviction.pod)
+            if pod is None or pod.group != eviction.group or pod.node != eviction.node:
+                problems.append(f"evicted pod {eviction.pod} is not on {eviction.node}")
+            elif pod.phase is not PodPhase.BOUND or eviction.pod in self._gone:
+                problems.append(f"evicted pod {eviction.pod} is not running")
+            if eviction.action is not decision.action or eviction.rule not in allowed:
+                problems.append(f"eviction of {eviction.pod} names {eviction.rule}")
+        for key, evicted in self._victims(decision).items():
+            group = self._groups.get(key)
+            running = self._running[key] - self._gone
+            if group is None or not evicted <= running:
+                problems.append(f"PodGroup {key} does not run the evicted pods")
+                continue
+            left = running - evicted
+            if left and not self._keeps_minimum(group, left):
+                problems.append(f"PodGroup {key} would keep running below its minimum")
+        return problems
+
+    def _keeps_minimum(self, group: PodGroup, left: set[str]) -> bool:
+        if len(left) < group.min_member:
+            return False
+        for subgroup in group.subgroups:
+            names = _descendants(group.subgroups, subgroup.name)
+            if sum(1 for key in left if self._pods[key].subgroup in names) < subgroup.min_member:
+                return False
+        return True
+
+    def _victims(self, decision: EvictionDecision) -> dict[str, set[str]]:
+        victims: dict[str, set[str]] = defaultdict(set)
+        for eviction in decision.evictions:
+            victims[eviction.group].add(eviction.pod)
+        return victims
+
+    # -- the preemptor ------------------------------------------------------------------
+    def _check_preemptor(self, decision: EvictionDecision) -> list[str]:
+        group = self._groups.get(decision.preemptor or "")
+        if group is None:
+            return [f"unknown preemptor {decision.preemptor}"]
+        problems: list[str] = []
+        evicted = {eviction.pod for eviction in decision.evictions}
+        own = 0
+        for record in decision.pipelined:
+            pod = self._pods.get(record.pod)
+            if pod is None:
+                problems.append(f"pipelined pod {record.pod} does not exist")
+            elif pod.group == group.key:
+                own += 1
+                if pod.phase is not PodPhase.PENDING or pod.key in self._bound | self._waiting:
+                    problems.append(f"pipelined pod {pod.key} is not pending")
+            elif decision.action is not Action.CONSOLIDATE or pod.key not in evicted:
+                problems.append(f"pipelined pod {pod.key} belongs to neither side")
+            elif record.node == pod.node:
+                problems.append(f"moved pod {pod.key} stays on {record.node}")
+        if decision.action is Action.CONSOLIDATE:
+            moved = {record.pod for record in decision.pipelined}
+            problems += [f"pod {key} is killed, not moved" for key in sorted(evicted - moved)]
+        running = len(self._running[group.key] - self._gone)
+        if own == 0 or running + own < group.min_member:
+            problems.append(f"{own} pods pipelined would leave the gang below minMember")
+        if decision.action is not None and _delayed(group, self._now):
+            problems.append("its preemption delay has not passed")
+        return problems
+
+    def _request(self, decision: EvictionDecision) -> Amount:
+        total = [Fraction(0)] * 3
+        for record in decision.pipelined:
+            pod = self._pods[record.pod]
+            if pod.group == decision.preemptor:
+                for i, value in enumerate(self._amount(pod, None)):
+                    total[i] += value
+        return (total[0], total[1], total[2])
+
+    # -- preempt, reclaim and consolidation ---------------------------------------------
+    def _check_trigger(self, decision: EvictionDecision, victims: dict[str, set[str]]) -> list[str]:
+        preemptor = self._groups[decision.preemptor or ""]
+        evictions = self._config.evictions
+        request = self._request(decision)
+        problems: list[str] = []
+        for key, evicted in victims.items():
+            victim = self._groups[key]
+            whole = evicted == self._running[key] - self._gone
+            if not victim.preemptible:
+                problems.append(f"victim {key} is not preemptible")
+            if decision.action is Action.PREEMPT:
+                if victim.queue != preemptor.queue:
+                    problems.append(f"victim {key} is in another queue")
+                if victim.priority >= preemptor.priority:
+                    problems.append(f"victim {key} is not of strictly lower priority")
+                minimum = self._walk_up(victim.queue, "preempt")
+                if minimum is None:
+                    minimum = evictions.preempt_min_runtime_seconds
+                if whole and _started_within(victim, minimum, self._now):
+                    problems.append(f"victim {key} is protected by preemptMinRuntime")
+            elif decision.action is Action.RECLAIM:
+                if victim.queue == preemptor.queue:
+                    problems.append(f"victim {key} is in the reclaimer's own queue")
+                if whole and _started_within(
+                    victim, self._reclaim_minimum(preemptor.queue, victim.queue), self._now
+                ):
+                    problems.append(f"victim {key} is protected by reclaimMinRuntime")
+        if decision.action is Action.CONSOLIDATE:
+            config = self._config
+            if (
+                config.placement_strategy is PlacementStrategy.SPREAD
+                or len(victims) > evictions.max_consolidation_preemptees
+            ):
+                problems.append("consolidation is off or moves too many gangs")
+            if not preemptor.preemptible:
+                problems.append("a non-preemptible gang may not consolidate")
+            return problems
+        problems += self._check_queue_limits(preemptor, victims, request)
+        if decision.action is Action.RECLAIM:
+            problems += self._check_reclaim(preemptor, victims, request)
+        return problems
+
+    def _check_queue_limits(
+        self, preemptor: PodGroup, victims: dict[str, set[str]], request: Amount
+    ) -> list[str]:
+        freed = self._freed(victims)
+        problems: list[str] = []
+        for name in _ancestry(self._queues, preemptor.queue):
+            queue = self._queues[name]
+            for i, resource in enumerate(("gpu", "cpu", "memory")):
+                spec = queue.resource(resource)
+                after = self._held[name][i] - freed[name][i] + request[i]
+                if request[i] and spec.limit != UNLIMITED and after > spec.limit:
+                    problems.append(f"queue {name} would go over its {resource} limit")
+                after_np = self._held_np[name][i] + request[i]
+                if (
+                    request[i]
+                    and not preemptor.preemptible
+                    and spec.quota != UNLIMITED
+                    and after_np > spec.quota
+                ):
+                    problems.append(f"queue {name} would run non-preemptible work over quota")
+        return problems
+
+    def _check_reclaim(
+        self, reclaimer: PodGroup, victims: dict[str, set[str]], request: Amount
+    ) -> list[str]:
+        problems: list[str] = []
+        leaf = reclaimer.queue
+        fair = self._shares[leaf].fair_share
+        if any(self._held[leaf][i] + request[i] > fair.get(r) for i, r in _INDEXED):
+            problems.append(f"queue {leaf} would go over its fair share")
+        chunks: dict[str, list[Amount]] = defaultdict(list)
+        sides: dict[str, str] = {}
+        for key, evicted in sorted(victims.items()):
+            mine, theirs = _pair(self._queues, leaf, self._groups[key].queue)
+            sides[theirs] = mine
+            chunks[theirs] += self._chunks(self._groups[key], evicted)
+        for side, amounts in chunks.items():
+            if not self._some_chunk_can_go_last(sides[side], side, amounts, request):
+                problems.append(f"queue {side} would fall to its fair share or deserved quota")
+        problems += self._check_saturation(reclaimer, victims, request)
+        return problems
+
+    def _chunks(self, group: PodGroup, evicted: set[str]) -> list[Amount]:
+        """Each surplus pod alone; a whole gang's first minMember pods (task order) as one."""
+        pods = sorted(
+            (self._pods[key] for key in self._running[group.key] - self._gone),
+            key=lambda p: (-p.task_priority, p.created or _EPOCH, p.key),
+        )
+        if len(evicted) < len(pods):
+            return [self._amount(self._pods[key], self._pods[key].node) for key in sorted(evicted)]
+        core, surplus = pods[: group.min_member], pods[group.min_member :]
+        amounts = [self._amount(pod, pod.node) for pod in surplus]
+        if core:
+            amounts.append(_sum(self._amount(pod, pod.node) for pod in core))
+        return amounts
+
+    def _some_chunk_can_go_last(
+        self, reclaimer_side: str, side: str, amounts: list[Amount], request: Amount
+    ) -> bool:
+        """The chunk taken last sees the least left; some chunk must pass even there."""
+        share, queue = self._shares[side], self._queues[side]
+        held = self._held[side]
+        taken = _sum(amounts)
+        reclaimer_share = self._shares[reclaimer_side]
+        reclaimer_queue = self._queues[reclaimer_side]
+        guarantee = all(
+            reclaimer_queue.resource(r).quota == UNLIMITED
+            or self._held[reclaimer_side][i] + request[i] <= reclaimer_share.deserved.get(r)
+            for i, r in _INDEXED
+        )
+        for amount in amounts:
+            left = [held[i] - taken[i] + amount[i] for i in range(3)]
+            for i, r in _INDEXED:
+                spec = queue.resource(r)
+                if spec.quota == UNLIMITED:
+                    allocatable = spec.limit
+                else:
+                    allocatable = max(share.deserved.get(r), share.fair_share.get(r))
+                    if spec.limit != UNLIMITED:
+                        allocatable = min(allocatable, spec.limit)
+                if allocatable != UNLIMITED and left[i] > allocatable:
+                    return True
+                if guarantee and spec.quota != UNLIMITED and left[i] > share.deserved.get(r):
+                    return True
+        return False
+
+    def _check_saturation(
+        self, reclaimer: PodGroup, victims: dict[str, set[str]], request: Amount
+    ) -> list[str]:
+        freed = self._freed(victims)
+        multiplier = self._config.evictions.reclaimer_saturation_multiplier
+        involved: dict[str, set[int]] = defaultdict(set)
+        for key, evicted in victims.items():
+            positive = {
+                i
+                for pod in evicted
+                for i, v in enumerate(self._amount(self._pods[pod], self._pods[pod].node))
+                if v > 0
+            }
+            for name in _ancestry(self._queues, self._groups[key].queue):
+                involved[name] |= positive
+        asked = {i for i in range(3) if request[i] > 0}
+        touched = {name for name, amount in freed.items() if any(amount)}
+        for level in _ancestry(self._queues, reclaimer.queue):
+            parent = self._queues[level].parent
+            for sibling in sorted(touched):
+                if sibling == level or self._queues[sibling].parent != parent:
+                    continue
+                for i in sorted(asked | involved[sibling]):
+                    resource = _INDEXED[i][1]
+                    mine_fair = self._shares[level].fair_share.get(resource)
+                    theirs_fair = self._shares[sibling].fair_share.get(resource)
+                    mine = self._held[level][i] - freed[level][i] + request[i]
+                    theirs = self._held[sibling][i] - freed[sibling][i]
+                    if theirs_fair <= 0:
+                        continue
+                    if mine_fair == 0:
+                        if mine > 0:
+                            return [f"queue {level} would hold {resource} beyond a zero fair share"]
+                        continue
+                    ratio = mine / mine_fair
+                    if ratio > 1 and ratio * multiplier >= theirs / theirs_fair:
+                        return [f"queue {level} would end more saturated than sibling {sibling}"]
+            if not reclaimer.preemptible:
+                queue, share = self._queues[level], self._shares[level]
+                for i, resource in _INDEXED:
+                    if queue.resource(resource).quota != UNLIMITED and self._held_np[level][
+                        i
+                    ] + request[i] > share.deserved.get(resource):
+                        return [f"queue {level} would run non-preemptible work over quota"]
+        return []
+
+    # -- stale gangs --------------------------------------------------------------------
+    def _check_stale(self, decision: EvictionDecision, victims: dict[str, set[str]]) -> list[str]:
+        problems: list[str] = []
+        if decision.pipelined or decision.preemptor is not None:
+            problems.append("a stale-gang eviction makes room for nobody")
+        for key, evicted in victims.items():
+            group = self._groups[key]
+            members = self._members[key]
+            if any(pod.phase is PodPhase.SUCCEEDED for pod in members):
+                problems.append(f"PodGroup {key} has succeeded pods: it is completing")
+            used = {
+                pod.key
+                for pod in members
+                if pod.phase in (PodPhase.BOUND, PodPhase.RELEASING)
+                or pod.key in self._bound | self._waiting
+            }
+            if self._keeps_minimum(group, used):
+                problems.append(f"PodGroup {key} is not below its minimum")
+            if evicted != self._running[key] - self._gone:
+                problems.append(f"PodGroup {key} is not evicted whole")
+            grace = group.staleness_grace_period_seconds
+            grace = self._config.evictions.staleness_grace_seconds if grace is None else grace
+            since = group.stale_since or self._now
+            if grace < 0 or self._now - since < timedelta(seconds=grace):
+                problems.append(f"PodGroup {key} is within its staleness grace period")
+        return problems
+
+    # -- helpers ------------------------------------------------------------------------
+    def _amount(self, pod: Pod, node: str | None) -> Amount:
+        memory = self._node_memory.get(node or "", self._pending_memory)
+        gpus = pod.gpu.gpus_on(memory) if pod.gpu.is_fractional else Fraction(pod.gpu.whole)
+        return (gpus, pod.request.cpu, pod.request.memory)
+
+    def _count(self, group_key: str, amount: Amount, sign: int) -> None:
+        group = self._groups[group_key]
+        for name in _ancestry(self._queues, group.queue):
+            for i in range(3):
+                self._held[name][i] += sign * amount[i]
+                if not group.preemptible:
+                    self._held_np[name][i] += sign * amount[i]
+
+    def _freed(self, victims: dict[str, set[str]]) -> dict[str, list[Fraction]]:
+        freed: dict[str, list[Fraction]] = defaultdict(lambda: [Fraction(0)] * 3)
+        for key, evicted in victims.items():
+            for name in _ancestry(self._queues, self._groups[key].queue):
+                for pod in evicted:
+                    amount = self._amount(self._pods[pod], self._pods[pod].node)
+                    for i in range(3):
+                        freed[name][i] += amount[i]
+        return freed
+
+    def _walk_up(self, leaf: str, kind: str) -> float | None:
+        for name in _ancestry(self._queues, leaf):
+            queue = self._queues[name]
+            value = (
+                queue.preempt_min_runtime_seconds
+                if kind == "preempt"
+                else queue.reclaim_min_runtime_seconds
+            )
+            if value is not None:
+                return value
+        return None
+
+    def _reclaim_minimum(self, reclaimer_queue: str, victim_queue: str) -> float:
+        default = self._config.evictions.reclaim_min_runtime_seconds
+        victim_chain = _ancestry(self._queues, victim_queue)
+        if self._config.evictions.reclaim_resolve_method is ReclaimResolveMethod.QUEUE:
+            start = 0
+        else:
+            reclaimer_chain = set(_ancestry(self._queues, reclaimer_queue))
+            below_common = [i for i, name in enumerate(victim_chain) if name not in reclaimer_chain]
+            start = below_common[-1] if below_common else 0
+        for name in victim_chain[start:]:
+            value = self._queues[name].reclaim_min_runtime_seconds
+            if value is not None:
+                return value
+        return default
+
+
+_INDEXED: tuple[tuple[int, ResourceName], ...] = ((0, "gpu"), (1, "cpu"), (2, "memory"))
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _sum(amounts: Iterable[Amount]) -> Amount:
+    total = [Fraction(0)] * 3
+    for amount in amounts:
+        for i in range(3):
+            total[i] += amount[i]
+    return (total[0], total[1], total[2])
+
+
+def _pair(queues: Mapping[str, Queue], mine: str, theirs: str) -> tuple[str, str]:
+    """The sibling queues below the two queues' lowest common ancestor (top-level queues are siblings)."""
+    my_path, their_path = _ancestry(queues, mine)[::-1], _ancestry(queues, theirs)[::-1]
+    for a, b in zip(my_path, their_path, strict=False):
+        if a != b:
+            return a, b
+    depth = min(len(my_path), len(their_path)) - 1
+    return my_path[depth], their_path[depth]
+
+
+def _delayed(group: PodGroup, now: datetime) -> bool:
+    if not group.preemption_delay_seconds or group.preemption_delay_seconds <= 0:
+        return False
+    moments = [m for m in (group.created, group.last_eviction) if m is not None]
+    return bool(moments) and now < max(moments) + timedelta(seconds=group.preemption_delay_seconds)
+
+
+def _started_within(group: PodGroup, seconds: float, now: datetime) -> bool:
+    return (
+        group.last_start is not None
+        and seconds > 0
+        and now < group.last_start + timedelta(seconds=seconds)
+    )
+
+
+def validate_after_evictions(
+    snapshot: Snapshot,
+    bindings: Iterable[ProposedBinding],
+    evicted: Iterable[str],
+    pipelined: Iterable[ProposedBinding],
+) -> list[str]:
+    """Nodes once everything leaving has left: the running pods, the bound and the pipelined fit."""
+    gone = set(evicted)
+    staying = tuple(
+        pod for pod in snapshot.pods if pod.phase is not PodPhase.RELEASING and pod.key not in gone
+    )
+    future = dataclasses.replace(snapshot, pods=staying)
+    pods = {pod.key: pod for pod in snapshot.pods}
+    placed = [(pods[b.pod], b) for b in [*bindings, *pipelined] if b.pod in pods]
+    return _check_nodes(future, placed)

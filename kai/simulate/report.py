@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from kai.api.podgroups import stamp_annotations
 from kai.engine.accounting import accounting_device_memory, queue_shares
 from kai.engine.cycle import CycleResult
 from kai.engine.gangs import pod_resources
@@ -93,8 +94,24 @@ def _round(number: int, result: CycleResult) -> dict[str, Any]:
             {"pod": b.pod, "node": b.node, "gpus": _gpus(b.gpus), "gpuGroups": sorted(b.gpu_groups)}
             for b in sorted(result.bindings, key=lambda b: (b.pod, b.node))
         ],
-        "evicted": [],
-        "pipelined": [],
+        "evicted": [
+            {
+                "pod": e.pod,
+                "node": e.node,
+                "action": e.action.value,
+                "rule": e.rule,
+                "for": e.preemptor,
+            }
+            for e in sorted(result.evictions, key=lambda e: (e.pod, e.node))
+        ],
+        "pipelined": [
+            {"pod": p.pod, "node": p.node, "gpuGroups": sorted(p.gpu_groups)}
+            for p in sorted(result.pipelined, key=lambda p: (p.pod, p.node))
+        ],
+        "annotations": {
+            key: stamp_annotations(s.last_start, s.stale_since, s.last_eviction)
+            for key, s in sorted(result.stamps.items())
+        },
         "engine": {
             "answer": result.report.answer,
             "solverStatus": result.report.status,
@@ -132,8 +149,15 @@ def render_table(document: dict[str, Any]) -> str:
         out.write(
             f"Round {round_doc['round']}: {len(round_doc['bound'])} pods bound "
             f"({engine['gpusAllocated']} GPUs; greedy alone {engine['gpusAllocatedByGreedy']}; "
-            f"answer from {engine['answer']}, solver {engine['solverStatus']})\n"
+            f"answer from {engine['answer']}, solver {engine['solverStatus']}), "
+            f"{len(round_doc['evicted'])} evicted, {len(round_doc['pipelined'])} pipelined\n"
         )
+        for eviction in round_doc["evicted"]:
+            made_for = f" for {eviction['for']}" if eviction["for"] else ""
+            out.write(
+                f"  evicted {eviction['pod']} from {eviction['node']}: {eviction['action']} "
+                f"({eviction['rule']}){made_for}\n"
+            )
     out.write("\nPODS\n")
     _table(
         out,

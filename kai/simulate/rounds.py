@@ -1,17 +1,21 @@
 """Scheduling rounds on a snapshot, with each round's decisions applied the way a cluster would carry them out.
 
-A bound pod becomes Running on its node; the next round sees the result. Evicted
-and pipelined pods (once the eviction actions run) follow the rules of the
-`kai simulate` contract. Only the engine decides; this module only applies.
+Per the `kai simulate` contract: a bound pod becomes Running on its node; an
+evicted pod becomes Pending again with no node, in the same PodGroup (its owner
+re-creates it); a pipelined pod stays Pending. The PodGroup timestamps the cycle
+asks to write (last start, stale since, last eviction) are written, so min-runtime,
+staleness and preemption delay see them in the next round. Only the engine
+decides; this module only applies.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from kai.engine.cycle import CycleResult, run_cycle
-from kai.engine.model import EngineConfig, PodPhase, Snapshot
+from kai.engine.cycle import Binding, CycleResult, run_cycle
+from kai.engine.model import EngineConfig, Pod, PodPhase, Snapshot
 
 
 @dataclass(frozen=True)
@@ -31,17 +35,30 @@ def simulate(snapshot: Snapshot, rounds: int, config: EngineConfig) -> Simulatio
 
 
 def apply(snapshot: Snapshot, result: CycleResult) -> Snapshot:
-    """The snapshot after the cycle's bindings took effect."""
+    """The snapshot after the cycle's bindings, evictions and timestamps took effect."""
     bound = {binding.pod: binding for binding in result.bindings}
-    pods = tuple(
+    evicted = {eviction.pod for eviction in result.evictions}
+    pods = tuple(_applied(pod, bound, evicted) for pod in snapshot.pods)
+    groups = tuple(
         dataclasses.replace(
-            pod,
-            phase=PodPhase.BOUND,
-            node=bound[pod.key].node,
-            gpu_groups=bound[pod.key].gpu_groups,
+            group,
+            last_start=result.stamps[group.key].last_start,
+            stale_since=result.stamps[group.key].stale_since,
+            last_eviction=result.stamps[group.key].last_eviction,
         )
-        if pod.key in bound
-        else pod
-        for pod in snapshot.pods
+        if group.key in result.stamps
+        else group
+        for group in snapshot.pod_groups
     )
-    return dataclasses.replace(snapshot, pods=pods)
+    return dataclasses.replace(snapshot, pods=pods, pod_groups=groups)
+
+
+def _applied(pod: Pod, bound: Mapping[str, Binding], evicted: Collection[str]) -> Pod:
+    if pod.key in bound:
+        binding = bound[pod.key]
+        return dataclasses.replace(
+            pod, phase=PodPhase.BOUND, node=binding.node, gpu_groups=binding.gpu_groups
+        )
+    if pod.key in evicted:
+        return dataclasses.replace(pod, phase=PodPhase.PENDING, node=None, gpu_groups=())
+    return pod

@@ -4,6 +4,11 @@ Each `NAME.yaml` here is a cluster; `NAME.expect.yaml` says what must happen, wr
 from the rules (kai-semantics.md), not from the engine's output. The command runs
 as a user runs it, in a subprocess, so its exit status and its output format are
 tested along with the engine.
+
+Multi-round expectations (`rounds`, `round`, `stableAfterRounds`, `neverEvicted`,
+`noEvictions`) check what each round decided; `stableAfterRounds: K` runs five more
+rounds after round K and requires that none of them binds or evicts anything
+(KAI's multi-round pattern, which catches allocate/evict ping-pong).
 """
 
 from __future__ import annotations
@@ -86,12 +91,73 @@ def check(document: dict[str, Any], expected: dict[str, Any]) -> None:
                 )
 
 
+STABLE_ROUNDS = 5
+
+
+def rounds_to_run(expected: dict[str, Any]) -> int:
+    rounds = int(expected.get("rounds", 1))
+    if "stableAfterRounds" in expected:
+        rounds = max(rounds, int(expected["stableAfterRounds"]) + STABLE_ROUNDS)
+    return rounds
+
+
+def check_rounds(document: dict[str, Any], expected: dict[str, Any]) -> None:
+    rounds = document["rounds"]
+    for number, wanted in expected.get("round", {}).items():
+        check_round(rounds[int(number) - 1], wanted, int(number))
+    if "stableAfterRounds" in expected:
+        settled = int(expected["stableAfterRounds"])
+        for later in rounds[settled : settled + STABLE_ROUNDS]:
+            assert not later["bound"] and not later["evicted"], (
+                f"round {later['round']} still changes the cluster: "
+                f"bound {later['bound']}, evicted {later['evicted']}"
+            )
+    evicted_ever = {e["pod"] for r in rounds for e in r["evicted"]}
+    for key in expected.get("neverEvicted", []):
+        assert key not in evicted_ever, f"{key} was evicted"
+    if expected.get("noEvictions"):
+        assert not evicted_ever, sorted(evicted_ever)
+
+
+def check_round(round_doc: dict[str, Any], wanted: dict[str, Any], number: int) -> None:
+    where = f"round {number}"
+    evicted = {e["pod"]: e for e in round_doc["evicted"]}
+    if "evicted" in wanted:
+        actions = {key: e["action"] for key, e in evicted.items()}
+        assert actions == wanted["evicted"], f"{where} evicted {actions}"
+    if "evictedCount" in wanted:
+        assert len(evicted) == wanted["evictedCount"], f"{where} evicted {sorted(evicted)}"
+    if "evictedAction" in wanted:
+        assert {e["action"] for e in evicted.values()} == {wanted["evictedAction"]}, where
+    for key, rule in wanted.get("evictedRules", {}).items():
+        assert evicted[key]["rule"] == rule, f"{where} {key}: {evicted[key]}"
+    pipelined = {p["pod"]: p["node"] for p in round_doc["pipelined"]}
+    if "pipelined" in wanted:
+        assert sorted(pipelined) == sorted(wanted["pipelined"]), f"{where} pipelined {pipelined}"
+    if "pipelinedCount" in wanted:
+        assert len(pipelined) == wanted["pipelinedCount"], f"{where} pipelined {pipelined}"
+    bound = {b["pod"]: b["node"] for b in round_doc["bound"]}
+    if "bound" in wanted:
+        assert sorted(bound) == sorted(wanted["bound"]), f"{where} bound {sorted(bound)}"
+    if "boundCount" in wanted:
+        assert len(bound) == wanted["boundCount"], f"{where} bound {sorted(bound)}"
+    for group, annotations in wanted.get("annotations", {}).items():
+        written = round_doc["annotations"].get(group, {})
+        for key, value in annotations.items():
+            assert written.get(key) == value, f"{where} {group} annotations {written}"
+
+
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
 def test_scenario(path: Path) -> None:
     expected = expectation(path)
-    check(simulate_json(path), expected)
+    rounds = ("--rounds", str(rounds_to_run(expected)))
+    document = simulate_json(path, *rounds)
+    check(document, expected)
+    check_rounds(document, expected)
     if "greedyOnly" in expected:
-        check(simulate_json(path, "--time-limit", "0"), expected["greedyOnly"])
+        greedy = simulate_json(path, "--time-limit", "0", *rounds)
+        check(greedy, expected["greedyOnly"])
+        check_rounds(greedy, expected["greedyOnly"])
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)

@@ -1,0 +1,94 @@
+"""Running gangs as victims: which of their pods may be evicted together, and in which chunks.
+
+A gang is evicted whole, or (when it runs more pods than its minimum) loses pods
+above its minimum one at a time; it never drops below its minimum and keeps
+running (kai-semantics §8.6). KAI's reclaim rules count an eviction chunk by chunk:
+each surplus pod is one chunk and a gang's core (its minimum) is one more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+
+from kai.engine.gangs import task_order_key
+from kai.engine.model import Pod, PodGroup, SubGroup
+
+
+@dataclass(frozen=True)
+class RunningGang:
+    group: PodGroup
+    pods: tuple[Pod, ...]  # bound and not evicted, in KAI's task order
+
+    @property
+    def key(self) -> str:
+        return self.group.key
+
+    @property
+    def queue(self) -> str:
+        return self.group.queue
+
+    @property
+    def elastic(self) -> bool:
+        """Runs more pods than its minimum, so some may go while the gang keeps running."""
+        return len(self.pods) > self.group.min_member
+
+    @property
+    def core(self) -> tuple[Pod, ...]:
+        """The pods that keep the gang at its minimum: the first minMember in task order."""
+        return self.pods[: self.group.min_member]
+
+    def surplus_limits(self) -> list[tuple[frozenset[str], int]]:
+        """(pod keys, how many of them may go) for the gang and each sub-group, when not evicted whole."""
+        limits = [(frozenset(p.key for p in self.pods), len(self.pods) - self.group.min_member)]
+        for subgroup in self.group.subgroups:
+            members = subgroup_members(self.group.subgroups, subgroup)
+            keys = frozenset(p.key for p in self.pods if p.subgroup in members)
+            limits.append((keys, len(keys) - subgroup.min_member))
+        return limits
+
+    def allows(self, evicted: Collection[str]) -> bool:
+        """Whole gang, or pods above every minimum (gang and sub-groups) and nothing more."""
+        if len(evicted) == len(self.pods):
+            return True
+        return all(
+            sum(1 for key in keys if key in evicted) <= max(0, most)
+            for keys, most in self.surplus_limits()
+        )
+
+    def chunks(self, evicted: Collection[str]) -> list[tuple[Pod, ...]]:
+        """The eviction in KAI's chunks: each surplus pod alone, then the core as one."""
+        chosen = [pod for pod in self.pods if pod.key in evicted]
+        if len(chosen) < len(self.pods):
+            return [(pod,) for pod in chosen]  # surplus pods only
+        core = self.core
+        core_keys = {pod.key for pod in core}
+        surplus: list[tuple[Pod, ...]] = [(pod,) for pod in chosen if pod.key not in core_keys]
+        return [*surplus, core] if core else surplus
+
+
+def subgroup_members(subgroups: Iterable[SubGroup], root: SubGroup) -> set[str | None]:
+    """A sub-group's name and its descendants': a parent counts the pods of its children."""
+    items = list(subgroups)
+    members: set[str | None] = {root.name}
+    grew = True
+    while grew:
+        grew = False
+        for item in items:
+            if item.parent in members and item.name not in members:
+                members.add(item.name)
+                grew = True
+    return members
+
+
+def running_gangs(groups: Iterable[PodGroup], pods: Iterable[Pod]) -> dict[str, RunningGang]:
+    """Gangs with bound pods of ours, keyed by PodGroup."""
+    by_group: dict[str, list[Pod]] = {}
+    for pod in pods:
+        if pod.phase.is_active_allocated and pod.scheduler_is_ours and pod.node is not None:
+            by_group.setdefault(pod.group, []).append(pod)
+    return {
+        group.key: RunningGang(group, tuple(sorted(by_group[group.key], key=task_order_key)))
+        for group in groups
+        if group.key in by_group
+    }

@@ -1,0 +1,120 @@
+"""What the eviction actions share during one cycle: capacity as it will be, queue usage, running gangs.
+
+Allocation leaves pods bound on idle capacity. The eviction actions work on the
+capacity as it will be once everything being deleted is gone ("future" room):
+Releasing pods and this cycle's victims give their room back there, and pods
+placed on it are pipelined, not bound. Queue usage follows the decisions: a
+victim stops counting for its queue, a pipelined gang starts counting for its own,
+so each later decision in the cycle sees the earlier ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from kai.engine.budget import QueueBudget
+from kai.engine.capacity import NodeCapacity, initial_capacity
+from kai.engine.evictions.decisions import Eviction, EvictionDecision, PipelinedPod
+from kai.engine.evictions.gangs import RunningGang, running_gangs
+from kai.engine.evictions.room import Overlay, Seat, release
+from kai.engine.fairshare import QueueShare
+from kai.engine.gangs import GangRequest, pod_resources
+from kai.engine.greedy import PodPlacement
+from kai.engine.model import EngineConfig, Pod, PodGroup, PodPhase, Queue, Snapshot
+from kai.engine.resources import Resources
+
+
+@dataclass(frozen=True)
+class EvictionInputs:
+    """The cycle after allocation, as the eviction actions need it."""
+
+    snapshot: Snapshot
+    config: EngineConfig
+    queues: Mapping[str, Queue]
+    shares: Mapping[str, QueueShare]  # fair shares computed at the start of the cycle
+    total: Resources
+    ledger: QueueBudget  # queue usage after this cycle's bindings
+    placements: Mapping[str, PodPlacement]  # this cycle's bindings
+    unplaced: Sequence[GangRequest]  # gangs allocation left pending, each with pods to place
+    eligible_for: Callable[[Pod], Callable[[str], bool]]
+    memory_mib: int  # device memory a pending fractional request is accounted against
+
+
+@dataclass
+class EvictionState:
+    inputs: EvictionInputs
+    future: dict[str, NodeCapacity]
+    ledger: QueueBudget
+    running: dict[str, RunningGang]
+    usage: dict[str, Resources]  # a running pod's resources as its queue accounts them
+    groups: dict[str, PodGroup]
+    occupants: dict[tuple[str, str], set[str]]  # (node, shared device) -> pods that will use it
+    decisions: list[EvictionDecision] = field(default_factory=list)
+    evicted: dict[str, Eviction] = field(default_factory=dict)
+    pipelined: dict[str, PipelinedPod] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, inputs: EvictionInputs) -> EvictionState:
+        snapshot = inputs.snapshot
+        nodes = {node.name: node for node in snapshot.nodes}
+        staying = [pod for pod in snapshot.pods if pod.phase is PodPhase.BOUND]
+        future = initial_capacity(snapshot.nodes, staying)
+        for placement in inputs.placements.values():
+            if placement.node in future:
+                future[placement.node].take(placement.pod, placement.gpu_groups)
+        running = running_gangs(snapshot.pod_groups, snapshot.pods)
+        usage = {
+            pod.key: pod_resources(pod, nodes[pod.node].gpu_memory_mib)
+            for gang in running.values()
+            for pod in gang.pods
+            if pod.node in nodes
+        }
+        ledger = QueueBudget(inputs.queues, inputs.ledger.allocated, inputs.ledger.allocated_np)
+        groups = {group.key: group for group in snapshot.pod_groups}
+        occupants: dict[tuple[str, str], set[str]] = {}
+        sitting = [(pod.key, pod.node, pod.gpu_groups) for pod in staying]
+        sitting += [(p.pod.key, p.node, p.gpu_groups) for p in inputs.placements.values()]
+        for key, node, gpu_groups in sitting:
+            for device in gpu_groups:
+                occupants.setdefault((node or "", device), set()).add(key)
+        return cls(inputs, future, ledger, running, usage, groups, occupants)
+
+    @property
+    def config(self) -> EngineConfig:
+        return self.inputs.config
+
+    def room(self) -> Overlay:
+        return Overlay(self.future)
+
+    def commit(self, decision: EvictionDecision, seats: Sequence[Seat]) -> None:
+        """Apply a checked decision: victims leave (their room frees), seated pods are pipelined."""
+        leaving: dict[str, set[str]] = {}
+        for eviction in decision.evictions:
+            pod = next(p for p in self.running[eviction.group].pods if p.key == eviction.pod)
+            release(self.future[eviction.node], pod, pod.gpu_groups)
+            for device in pod.gpu_groups:
+                self.occupants.get((eviction.node, device), set()).discard(pod.key)
+            group = self.groups[eviction.group]
+            self.ledger.add(group.queue, Resources() - self.usage[pod.key], group.preemptible)
+            self.evicted[pod.key] = eviction
+            leaving.setdefault(eviction.group, set()).add(pod.key)
+        for key, gone in leaving.items():
+            gang = self.running[key]
+            rest = tuple(pod for pod in gang.pods if pod.key not in gone)
+            if rest:
+                self.running[key] = RunningGang(gang.group, rest)
+            else:
+                del self.running[key]
+        for (pod, node, gpu_groups), record in zip(seats, decision.pipelined, strict=True):
+            self.future[node].take(pod, gpu_groups)
+            for device in gpu_groups:
+                self.occupants.setdefault((node, device), set()).add(pod.key)
+            group = self.groups[pod.group]
+            self.ledger.add(
+                group.queue,
+                pod_resources(pod, self.future[node].node.gpu_memory_mib),
+                group.preemptible,
+            )
+            self.pipelined[record.pod] = record
+        self.decisions.append(decision)
