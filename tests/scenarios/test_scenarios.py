@@ -8,7 +8,9 @@ tested along with the engine.
 Multi-round expectations (`rounds`, `round`, `stableAfterRounds`, `neverEvicted`,
 `noEvictions`) check what each round decided; `stableAfterRounds: K` runs five more
 rounds after round K and requires that none of them binds or evicts anything
-(KAI's multi-round pattern, which catches allocate/evict ping-pong).
+(KAI's multi-round pattern, which catches allocate/evict ping-pong). `greedyOnly` and
+`spread` hold expectations for a second run with the solver off (`--time-limit 0`) or
+with the spread placement strategy.
 """
 
 from __future__ import annotations
@@ -131,6 +133,9 @@ def check_round(round_doc: dict[str, Any], wanted: dict[str, Any], number: int) 
         assert {e["action"] for e in evicted.values()} == {wanted["evictedAction"]}, where
     for key, rule in wanted.get("evictedRules", {}).items():
         assert evicted[key]["rule"] == rule, f"{where} {key}: {evicted[key]}"
+    if "evictedRuleCounts" in wanted:
+        counts = Counter(e["rule"] for e in evicted.values())
+        assert counts == Counter(wanted["evictedRuleCounts"]), f"{where} rules {counts}"
     pipelined = {p["pod"]: p["node"] for p in round_doc["pipelined"]}
     if "pipelined" in wanted:
         assert sorted(pipelined) == sorted(wanted["pipelined"]), f"{where} pipelined {pipelined}"
@@ -154,10 +159,11 @@ def test_scenario(path: Path) -> None:
     document = simulate_json(path, *rounds)
     check(document, expected)
     check_rounds(document, expected)
-    if "greedyOnly" in expected:
-        greedy = simulate_json(path, "--time-limit", "0", *rounds)
-        check(greedy, expected["greedyOnly"])
-        check_rounds(greedy, expected["greedyOnly"])
+    for key, flags in (("greedyOnly", ("--time-limit", "0")), ("spread", ("--placement", "spread"))):
+        if key in expected:
+            variant = simulate_json(path, *flags, "--rounds", str(rounds_to_run(expected[key])))
+            check(variant, expected[key])
+            check_rounds(variant, expected[key])
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)

@@ -163,11 +163,10 @@ def victim_options(
 def _victim_order(state: EvictionState, gang: RunningGang) -> tuple[object, ...]:
     """Lowest priority first, then the queue most over its fair share, then the newest start."""
     share = state.inputs.shares.get(gang.queue)
-    over = Fraction(0)
-    if share is not None and share.fair_share.gpu > 0:
-        over = state.ledger.allocated.get(gang.queue, Resources()).gpu / share.fair_share.gpu
+    held = state.ledger.allocated.get(gang.queue, Resources()).gpu
+    over = saturation(held, share.fair_share.gpu) if share is not None else Fraction(0)
     started = gang.group.last_start.timestamp() if gang.group.last_start else 0.0
-    return (gang.group.priority, -over, -started, gang.key)
+    return (gang.group.priority, over is not None, -(over or 0), -started, gang.key)
 
 
 def _side_may_give(state: EvictionState, preemptor: Preemptor, victim_queue: str) -> bool:
