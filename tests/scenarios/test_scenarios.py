@@ -146,9 +146,9 @@ def check_round(round_doc: dict[str, Any], wanted: dict[str, Any], number: int) 
         assert sorted(bound) == sorted(wanted["bound"]), f"{where} bound {sorted(bound)}"
     if "boundCount" in wanted:
         assert len(bound) == wanted["boundCount"], f"{where} bound {sorted(bound)}"
-    for group, annotations in wanted.get("annotations", {}).items():
+    for group, stamps in wanted.get("annotations", {}).items():
         written = round_doc["annotations"].get(group, {})
-        for key, value in annotations.items():
+        for key, value in stamps.items():
             assert written.get(key) == value, f"{where} {group} annotations {written}"
 
 
@@ -159,7 +159,10 @@ def test_scenario(path: Path) -> None:
     document = simulate_json(path, *rounds)
     check(document, expected)
     check_rounds(document, expected)
-    for key, flags in (("greedyOnly", ("--time-limit", "0")), ("spread", ("--placement", "spread"))):
+    for key, flags in (
+        ("greedyOnly", ("--time-limit", "0")),
+        ("spread", ("--placement", "spread")),
+    ):
         if key in expected:
             variant = simulate_json(path, *flags, "--rounds", str(rounds_to_run(expected[key])))
             check(variant, expected[key])
