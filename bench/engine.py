@@ -1,0 +1,307 @@
+"""Engine allocation benchmark: one cycle's time, peak memory and GPUs placed, against the greedy pass.
+
+The same synthetic snapshot is scheduled twice per run: once by the full cycle
+(greedy, then CP-SAT warm-started from it) and once greedy only. Absolute times on
+a shared 2-core machine are noise; the ratios between the two, measured in the same
+process and interleaved run by run, are what the benchmark is for. `--all` runs the
+size matrix of issue 3 with each size in its own process, so peak memory is per size.
+
+    python bench/engine.py --nodes 1000 --pods 10000 [--runs 5] [--seed 1] [--time-limit 1.0] [--json]
+    python bench/engine.py --all [--runs 5] [--json]
+    python bench/engine.py --nodes 1000 --pods 10000 --runs 1 --profile cycle.prof
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import math
+import os
+import pstats
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+# `python bench/engine.py` puts bench/ on the import path, not the checkout that holds it.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.synthetic import ClusterSpec, synthetic_cluster
+from kai.engine.accounting import accounting_device_memory
+from kai.engine.cycle import CycleResult, run_cycle
+from kai.engine.gangs import pod_resources
+from kai.engine.model import EngineConfig, PodPhase, Snapshot
+
+MATRIX = ((100, 1000), (500, 5000), (1000, 10000), (5000, 50000))
+TARGET_CYCLE_SECONDS = 1.0  # issue 3: 1,000 nodes / 10,000 pending pods, on this machine
+TARGET_PEAK_RSS_BYTES = 2**30
+PROFILE_LINES = 30
+TABLE_COLUMNS = (
+    "nodes|pods|gangs|cycle s med|p95|greedy s med|p95|time ratio|cycle cpu s|greedy cpu s|"
+    "GPUs engine|greedy|bound|GPU ratio|violations|peak RSS MiB|answers"
+)
+
+Document = dict[str, Any]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse(argv)
+    if args.all:
+        results = [_measure_in_subprocess(nodes, pods, args) for nodes, pods in MATRIX]
+        document: Document = {"bench": "engine", "matrix": results}
+    else:
+        spec = ClusterSpec(args.nodes, args.pods, args.seed)
+        results = [measure(spec, args.runs, args.time_limit, _progress)]
+        document = results[0]
+        if args.profile is not None:
+            profile_cycle(spec, args.time_limit, args.profile)
+    if args.json:
+        print(json.dumps(document))
+    else:
+        print(format_table(results))
+    return 0
+
+
+def measure(
+    spec: ClusterSpec, runs: int, time_limit: float, progress: Callable[[str], None]
+) -> Document:
+    """Build the cluster, then time `runs` full cycles and `runs` greedy-only cycles, interleaved."""
+    label = f"[{spec.nodes} nodes / {spec.pods} pods]"
+    started = time.perf_counter()
+    snapshot = synthetic_cluster(spec)
+    generate_seconds = time.perf_counter() - started
+    generated_rss = _peak_rss_bytes()
+    progress(f"{label} generated in {generate_seconds:.2f} s")
+    full_config = EngineConfig(time_limit_seconds=time_limit)
+    greedy_config = EngineConfig(time_limit_seconds=0)
+    cycle_seconds: list[float] = []
+    greedy_seconds: list[float] = []
+    cycle_cpu: list[float] = []
+    greedy_cpu: list[float] = []
+    cycles: list[CycleResult] = []
+    greedy_gpus: list[Fraction] = []
+    for run in range(1, runs + 1):
+        greedy_time, greedy_cpu_time, greedy_only = _timed(snapshot, greedy_config)
+        cycle_time, cycle_cpu_time, cycle = _timed(snapshot, full_config)
+        greedy_seconds.append(greedy_time)
+        cycle_seconds.append(cycle_time)
+        greedy_cpu.append(greedy_cpu_time)
+        cycle_cpu.append(cycle_cpu_time)
+        greedy_gpus.append(greedy_only.report.gpus_greedy)
+        cycles.append(cycle)
+        progress(
+            f"{label} run {run}/{runs}: greedy {greedy_time:.2f} s, cycle {cycle_time:.2f} s "
+            f"({cycle.report.answer}, solver {cycle.report.status})"
+        )
+    engine = min(c.report.gpus_engine for c in cycles)  # the worst run is the one that counts
+    greedy = min(greedy_gpus)
+    bound = min(
+        c.report.gpus_bound for c in cycles
+    )  # every run's bound holds; the least is tightest
+    peak_rss = _peak_rss_bytes()
+    free_gpus, pending_gpus = _gpu_supply_and_demand(snapshot)
+    cycle_summary = summarize(cycle_seconds)
+    return {
+        "bench": "engine",
+        "nodes": spec.nodes,
+        "gpusPerNode": spec.gpus_per_node,
+        "pods": spec.pods,
+        "gangs": len({p.group for p in snapshot.pods if p.phase is PodPhase.PENDING}),
+        "runs": runs,
+        "seed": spec.seed,
+        "timeLimitSeconds": time_limit,
+        "cycleSeconds": cycle_summary,
+        "greedySeconds": summarize(greedy_seconds),
+        "cycleCpuSeconds": summarize(cycle_cpu),
+        "greedyCpuSeconds": summarize(greedy_cpu),
+        "gpusAllocated": {
+            "engine": _number(engine),
+            "greedy": _number(greedy),
+            "bound": _number(bound),
+        },
+        "validatorViolations": sum(c.report.validator_violations for c in cycles),
+        "peakRssBytes": peak_rss,
+        "timeRatio": round(cycle_summary["median"] / statistics.median(greedy_seconds), 3),
+        "gpuRatio": round(float(engine / greedy), 4) if greedy else None,
+        "answers": dict(Counter(c.report.answer for c in cycles)),
+        "solverStatuses": dict(Counter(c.report.status for c in cycles)),
+        "runningPods": sum(1 for p in snapshot.pods if p.phase is PodPhase.BOUND),
+        "freeGpus": _number(free_gpus),
+        "pendingGpus": _number(pending_gpus),
+        "generateSeconds": round(generate_seconds, 3),
+        "generatedRssBytes": generated_rss,
+        "loadAverage1m": round(os.getloadavg()[0], 2),
+        "cpus": os.cpu_count(),
+        "targetsMet": {
+            "cycleMedianWithin1s": cycle_summary["median"] <= TARGET_CYCLE_SECONDS,
+            "peakRssWithin1GiB": peak_rss <= TARGET_PEAK_RSS_BYTES,
+            "engineNotBelowGreedy": engine >= greedy,
+        },
+    }
+
+
+def profile_cycle(spec: ClusterSpec, time_limit: float, path: Path) -> None:
+    """One more full cycle, untimed, under cProfile: stats to `path`, the top functions to stderr."""
+    snapshot = synthetic_cluster(spec)
+    profiler = cProfile.Profile()
+    profiler.runcall(run_cycle, snapshot, EngineConfig(time_limit_seconds=time_limit))
+    profiler.dump_stats(path)
+    stats = pstats.Stats(profiler, stream=sys.stderr)
+    stats.sort_stats(pstats.SortKey.CUMULATIVE).print_stats(PROFILE_LINES)
+
+
+def summarize(seconds: Sequence[float]) -> dict[str, float]:
+    """Median and nearest-rank 95th percentile: with fewer than 20 runs the p95 is the slowest."""
+    ordered = sorted(seconds)
+    rank = math.ceil(0.95 * len(ordered))
+    return {
+        "median": round(statistics.median(ordered), 3),
+        "p95": round(ordered[rank - 1], 3),
+    }
+
+
+def format_table(results: Sequence[Document]) -> str:
+    """One row per size, then a line per size saying which targets were met."""
+    rows = [TABLE_COLUMNS.split("|")]
+    for r in results:
+        cycle, greedy, gpus = r["cycleSeconds"], r["greedySeconds"], r["gpusAllocated"]
+        rows.append(
+            [
+                str(r["nodes"]),
+                str(r["pods"]),
+                str(r["gangs"]),
+                f"{cycle['median']:.2f}",
+                f"{cycle['p95']:.2f}",
+                f"{greedy['median']:.2f}",
+                f"{greedy['p95']:.2f}",
+                f"{r['timeRatio']:.2f}",
+                f"{r['cycleCpuSeconds']['median']:.2f}",
+                f"{r['greedyCpuSeconds']['median']:.2f}",
+                f"{gpus['engine']:g}",
+                f"{gpus['greedy']:g}",
+                f"{gpus['bound']:g}",
+                "-" if r["gpuRatio"] is None else f"{r['gpuRatio']:.4f}",
+                str(r["validatorViolations"]),
+                f"{r['peakRssBytes'] / 2**20:.0f}",
+                ", ".join(f"{name} x{n}" for name, n in sorted(r["answers"].items())),
+            ]
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    lines.append("")
+    for r in results:
+        met = r["targetsMet"]
+        lines.append(
+            f"{r['nodes']} nodes / {r['pods']} pods: cycle median <= {TARGET_CYCLE_SECONDS:g} s "
+            f"{_verdict(met['cycleMedianWithin1s'])}; peak RSS <= 1 GiB "
+            f"{_verdict(met['peakRssWithin1GiB'])}; engine GPUs >= greedy "
+            f"{_verdict(met['engineNotBelowGreedy'])} "
+            f"(load average {r['loadAverage1m']} on {r['cpus']} CPUs)"
+        )
+    return "\n".join(lines)
+
+
+def _timed(snapshot: Snapshot, config: EngineConfig) -> tuple[float, float, CycleResult]:
+    """Wall seconds, and CPU seconds of this process (all threads: the solver runs two workers)."""
+    started, started_cpu = time.perf_counter(), time.process_time()
+    result = run_cycle(snapshot, config)
+    return time.perf_counter() - started, time.process_time() - started_cpu, result
+
+
+def _gpu_supply_and_demand(snapshot: Snapshot) -> tuple[Fraction, Fraction]:
+    """GPUs not held by running pods, and GPUs the pending pods ask for: how oversubscribed it is."""
+    device_mib = {node.name: node.gpu_memory_mib for node in snapshot.nodes}
+    pending_mib = accounting_device_memory(snapshot)
+    held = demand = Fraction(0)
+    for pod in snapshot.pods:
+        if pod.phase.occupies_node and pod.node in device_mib:
+            held += pod_resources(pod, device_mib[pod.node]).gpu
+        elif pod.phase is PodPhase.PENDING:
+            demand += pod_resources(pod, pending_mib).gpu
+    return sum((Fraction(n.gpus) for n in snapshot.nodes), Fraction(0)) - held, demand
+
+
+def _measure_in_subprocess(nodes: int, pods: int, args: argparse.Namespace) -> Document:
+    """One size in a fresh interpreter: its peak RSS is then that size's alone."""
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        f"--nodes={nodes}",
+        f"--pods={pods}",
+        f"--runs={args.runs}",
+        f"--seed={args.seed}",
+        f"--time-limit={args.time_limit}",
+        "--json",
+    ]
+    completed = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
+    document: Document = json.loads(completed.stdout)
+    return document
+
+
+def _peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+
+
+def _number(value: Fraction) -> float | int:
+    return int(value) if value.denominator == 1 else round(float(value), 3)
+
+
+def _verdict(met: bool) -> str:
+    return "met" if met else "MISSED"
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="bench/engine.py",
+        description="Time one allocation cycle against the greedy pass on a synthetic cluster.",
+    )
+    parser.add_argument("--nodes", type=_positive, help="nodes of 8 GPUs")
+    parser.add_argument("--pods", type=_positive, help="pending pods, in gangs of 1-32")
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="run the matrix " + ", ".join(f"{n}/{p}" for n, p in MATRIX) + ", one process each",
+    )
+    parser.add_argument("--runs", type=_positive, default=5)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--time-limit", type=float, default=1.0, help="solver seconds per cycle")
+    parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="FILE",
+        help="after measuring, profile one more cycle: pstats to FILE, top functions to stderr",
+    )
+    args = parser.parse_args(argv)
+    if args.all == (args.nodes is not None or args.pods is not None):
+        parser.error("give either --all, or both --nodes and --pods")
+    if not args.all and (args.nodes is None or args.pods is None):
+        parser.error("--nodes and --pods go together")
+    if args.all and args.profile is not None:
+        parser.error("--profile profiles one size; give --nodes and --pods instead of --all")
+    if args.time_limit < 0:
+        parser.error(f"--time-limit must be >= 0, got {args.time_limit}")
+    return args
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text}")
+    return value
+
+
+if __name__ == "__main__":
+    sys.exit(main())
