@@ -82,6 +82,17 @@ class Store:
         return False
 
 
+def _typed(page: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A list page's items with apiVersion and kind, which the server leaves out of list items
+    (but sends in watch events), so an object reads the same whichever way it arrived."""
+    api_version = str(page.get("apiVersion") or "")
+    kind = str(page.get("kind") or "").removesuffix("List")
+    return [
+        item if "kind" in item else {"apiVersion": api_version, "kind": kind, **item}
+        for item in page.get("items") or []
+    ]
+
+
 class ExpiredError(Exception):
     """The watch's resourceVersion is too old (410 Gone): only a relist can continue."""
 
@@ -149,7 +160,7 @@ class Informer:
                     items, token = [], ""
                     continue
                 raise
-            items += page.get("items") or []
+            items += _typed(page)
             token = str((page.get("metadata") or {}).get("continue") or "")
             if not token:
                 break
