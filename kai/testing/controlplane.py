@@ -26,7 +26,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Any
 
 import yaml
 
@@ -96,7 +95,7 @@ class ControlPlane:
         self._crd_dir = crd_dir
         self._children: list[Child] = []
         self._workdir: Path | None = None
-        self._previous_sigterm: Any = None
+        self._handles_sigterm = False
         self.times = StartupTimes()
 
     def __enter__(self) -> ClusterAccess:
@@ -130,15 +129,16 @@ class ControlPlane:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
         atexit.unregister(self.stop)
-        if self._previous_sigterm is not None:
-            signal.signal(signal.SIGTERM, self._previous_sigterm)
-            self._previous_sigterm = None
+        if self._handles_sigterm:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            self._handles_sigterm = False
 
     def _guard_against_abrupt_exit(self) -> None:
         atexit.register(self.stop)
         on_main_thread = threading.current_thread() is threading.main_thread()
         if on_main_thread and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-            self._previous_sigterm = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+            signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+            self._handles_sigterm = True
 
     def _start(self, workdir: Path) -> ClusterAccess:
         began = time.monotonic()

@@ -58,10 +58,6 @@ class Child:
                 preexec_fn=lambda: _die_with(parent),  # noqa: PLW1509
             )
 
-    @property
-    def pid(self) -> int:
-        return self._proc.pid
-
     def exit_code(self) -> int | None:
         """The exit status, or None while the program runs."""
         return self._proc.poll()
