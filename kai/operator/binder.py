@@ -26,6 +26,7 @@ from typing import Any
 import structlog
 
 from kai.engine.cycle import Binding
+from kai.engine.evictions.decisions import Eviction
 from kai.engine.model import Pod, PodGroup
 from kai.operator.backoff import BindBackoff
 from kai.operator.events import (
@@ -44,12 +45,6 @@ log = structlog.get_logger(__name__)
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 _ALREADY_BOUND = 409
 _GONE = 404
-
-
-@dataclass(frozen=True)
-class Eviction:
-    pod: str
-    message: str
 
 
 @dataclass
@@ -176,7 +171,7 @@ class Binder:
                 "type": "DisruptionTarget",
                 "status": "True",
                 "reason": "PreemptionByScheduler",
-                "message": eviction.message,
+                "message": _eviction_message(eviction),
                 "lastTransitionTime": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
             }
             async with self._slots:
@@ -196,10 +191,15 @@ class Binder:
                         return
             evicted.append(pod.key)
             about = InvolvedObject("v1", "Pod", pod.namespace, pod.name, pod.uid)
-            self._events.record(about, NORMAL, EVICTED, eviction.message)
+            self._events.record(about, NORMAL, EVICTED, _eviction_message(eviction))
 
         async with asyncio.TaskGroup() as tasks:
             for eviction in evictions:
                 if eviction.pod in pods:
                     tasks.create_task(one(eviction))
         return evicted
+
+
+def _eviction_message(eviction: Eviction) -> str:
+    cause = f" for {eviction.preemptor}" if eviction.preemptor else ""
+    return f"evicted by {eviction.action.value}{cause} ({eviction.rule})"

@@ -147,6 +147,8 @@ class SchedulingLoop:
                 )
             with _timed(timings, "bind"):
                 bound = await self._bind(result, snapshot, view)
+            with _timed(timings, "evict"):
+                await self._evict(result, snapshot)
             after = _with_binds(snapshot, bound)
             with _timed(timings, "status"):
                 shares = queue_shares(after)
@@ -182,6 +184,16 @@ class SchedulingLoop:
         self._metrics.binds.labels("bound").inc(len(report.bound))
         self._metrics.binds.labels("failed").inc(len(report.failed))
         return report.bound
+
+    async def _evict(self, result: CycleResult, snapshot: Snapshot) -> None:
+        if not result.evictions or not self._is_leader():
+            return
+        pods = {pod.key: pod for pod in snapshot.pods}
+        evicted = set(await self._binder.evict(result.evictions, pods))
+        for eviction in result.evictions:
+            if eviction.pod in evicted:
+                namespace, _, name = eviction.group.partition("/")
+                self._metrics.evicted_pods.labels(name, namespace).inc()
 
     def _prune_assumed(self, view: ClusterView) -> None:
         """Forget binds the cache now shows, or whose pods are gone, or that never showed up."""
