@@ -8,6 +8,12 @@
 
 from kai.grouping.grouper import plan_pod_group
 from kai.grouping.owners import resolve_owner_chain
-from kai.grouping.plan import GroupingError, PodGroupPlan
+from kai.grouping.plan import GroupingError, PodGroupPlan, grouped_manifest
 
-__all__ = ["GroupingError", "PodGroupPlan", "plan_pod_group", "resolve_owner_chain"]
+__all__ = [
+    "GroupingError",
+    "PodGroupPlan",
+    "grouped_manifest",
+    "plan_pod_group",
+    "resolve_owner_chain",
+]

@@ -236,3 +236,11 @@ def _top_owner_metadata(owner: Mapping[str, Any]) -> str:
         "uid": object_uid(owner),
     }
     return yaml.safe_dump(document, sort_keys=False)
+
+
+def grouped_manifest(manifest: Mapping[str, Any], plan: PodGroupPlan) -> dict[str, Any]:
+    """The pod as the grouper leaves it: annotated with its group, labelled with its sub-group."""
+    metadata = dict(manifest.get("metadata") or {})
+    metadata["annotations"] = {**(metadata.get("annotations") or {}), **plan.pod_annotations}
+    metadata["labels"] = {**(metadata.get("labels") or {}), **plan.pod_labels}
+    return {**manifest, "metadata": metadata}

@@ -30,7 +30,7 @@ from kai.api.errors import ManifestError, object_ref, validated
 from kai.api.parse import parse_node, parse_pod, parse_pod_group, parse_queue, validate_queue_tree
 from kai.api.pods import annotated_pod_group_key
 from kai.engine.model import Node, Pod, PodGroup, PodPhase, Queue, SetAside, Snapshot
-from kai.grouping import PodGroupPlan
+from kai.grouping import PodGroupPlan, grouped_manifest
 from kai.operator.cache import ClusterView
 
 log = structlog.get_logger(__name__)
@@ -266,14 +266,6 @@ class SnapshotBuilder:
         if text not in self._reported:
             self._reported.add(text)
             log.warning("object left out of scheduling", object=key, problem=text)
-
-
-def grouped_manifest(manifest: Mapping[str, Any], plan: PodGroupPlan) -> dict[str, Any]:
-    """The pod as the grouper leaves it: annotated with its group, labelled with its sub-group."""
-    metadata = dict(manifest.get("metadata") or {})
-    metadata["annotations"] = {**(metadata.get("annotations") or {}), **plan.pod_annotations}
-    metadata["labels"] = {**(metadata.get("labels") or {}), **plan.pod_labels}
-    return {**manifest, "metadata": metadata}
 
 
 def _version(manifest: Mapping[str, Any]) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from kai.api.errors import ManifestError
 from kai.api.parse import ParsedObjects, SourcedObject, parse_objects, parse_pod, parse_pod_group
 from kai.engine.model import Pod, PodGroup, Snapshot
-from kai.grouping import GroupingError, PodGroupPlan, plan_pod_group, resolve_owner_chain
+from kai.grouping import GroupingError, grouped_manifest, plan_pod_group, resolve_owner_chain
 from kai.workloads.catalog import catalog_registry
 from kai.workloads.expansion import expand_workload, is_workload_kind
 from kai.workloads.registry import DefinitionRegistry
@@ -94,7 +94,9 @@ def _group_pods(
             if plan is None:  # opted out of grouping and names no group: it cannot be scheduled
                 pods.append(pod)
                 continue
-            pods.append(_regroup(item.manifest, plan))
+            pods.append(
+                parse_pod(grouped_manifest(item.manifest, plan), f"{plan.namespace}/{plan.name}")
+            )
             key = f"{plan.namespace}/{plan.name}"
             if key not in groups:
                 groups[key] = parse_pod_group(plan.manifest, parsed.priority_classes)
@@ -103,14 +105,6 @@ def _group_pods(
         except GroupingError as error:
             problems.append(f"{item.source}: Pod {pod.key}: metadata.ownerReferences: {error}")
     return pods, groups
-
-
-def _regroup(manifest: Mapping[str, Any], plan: PodGroupPlan) -> Pod:
-    """The pod as the grouper leaves it: annotated with its group and labelled with its sub-group."""
-    metadata = dict(manifest.get("metadata") or {})
-    metadata["annotations"] = {**(metadata.get("annotations") or {}), **plan.pod_annotations}
-    metadata["labels"] = {**(metadata.get("labels") or {}), **plan.pod_labels}
-    return parse_pod({**manifest, "metadata": metadata}, f"{plan.namespace}/{plan.name}")
 
 
 def _name(manifest: Mapping[str, Any]) -> str:
