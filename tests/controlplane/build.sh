@@ -63,6 +63,8 @@ if [[ -x "$out/${extra[-1]}" ]]; then
     exit 0
 fi
 
+# Holding the lock, any staging folder left is from a build that was killed.
+rm -rf "$cache_root"/.building-*
 staging="$(mktemp -d "$cache_root/.building-XXXXXX")"
 trap 'rm -rf "$staging"' EXIT
 
@@ -76,6 +78,8 @@ build() { # builds the named cmd/ programs into $staging and reports the time
 build "${core[@]}"
 build "${extra[@]}"
 
+chmod 755 "$staging" # mktemp made it private; the programs are not secret
+rm -rf "$out"          # an incomplete folder, e.g. a program deleted by hand
 mv "$staging" "$out"
 trap - EXIT
 echo "$out"
