@@ -11,6 +11,11 @@ carry no PodGroup: its pod grouper makes one per pod, as KAI's does, which is
 part of the measured time. kube-scheduler runs with client rate limits raised
 (qps/burst 5000) so that neither side is throttled by its client. Output per
 contracts/bench.md; progress on stderr.
+
+Each side also reports the CPU seconds that the scheduler, kube-apiserver and
+etcd used during its measured time (`cpuSeconds`), which says where the time
+went on a machine they all share. `--log-dir` keeps the schedulers' logs;
+`--kai-profile` runs kai under cProfile and writes its statistics there.
 """
 
 from __future__ import annotations
@@ -19,12 +24,14 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import re
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -154,10 +161,11 @@ async def _delete_pods(kube: Kube) -> None:
 
 
 def _kai_process(
-    access: ClusterAccess, port: int, time_limit: float, log_path: Path
+    access: ClusterAccess, port: int, time_limit: float, log_path: Path, profile: Path | None
 ) -> subprocess.Popen[bytes]:
+    profiler = ["-m", "cProfile", "-o", str(profile.resolve())] if profile is not None else []
     argv = [
-        sys.executable, "-m", "kai.cli.main", "run",
+        sys.executable, *profiler, "-m", "kai.cli.main", "run",
         f"--kubeconfig={access.kubeconfig}", f"--metrics-port={port}",
         f"--time-limit={time_limit}", "--no-leader-election", "--log-level=info",
     ]  # fmt: skip
@@ -210,9 +218,46 @@ def _sample(text: str, name: str) -> float:
     return float(found[1]) if found else 0.0
 
 
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process so far (0 if it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat.rsplit(")", 1)[1].split()  # after "(comm)": state is field 3
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+
+
+def _control_plane_pids() -> dict[str, int]:
+    """kube-apiserver's and etcd's pids: children of this process, by program name."""
+    found: dict[str, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            program = Path((entry / "cmdline").read_bytes().split(b"\0")[0].decode()).name
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        if parent == os.getpid() and program in ("kube-apiserver", "etcd"):
+            found[program] = int(entry.name)
+    return found
+
+
 async def _measure(
-    kube: Kube, start: Any, prefix: str, pods: int, timeout: float
-) -> tuple[float, subprocess.Popen[bytes]]:
+    kube: Kube,
+    start: Callable[[], subprocess.Popen[bytes]],
+    prefix: str,
+    pods: int,
+    timeout: float,
+) -> tuple[float, dict[str, float], subprocess.Popen[bytes]]:
+    """Seconds until the last pod was bound, and the CPU seconds each process spent meanwhile."""
+    others = _control_plane_pids()
+    before = {name: _cpu_seconds(pid) for name, pid in others.items()}
     began = time.monotonic()
     process = start()
     try:
@@ -220,7 +265,10 @@ async def _measure(
     except BaseException:
         process.terminate()
         raise
-    return last - began, process
+    cpu = {"scheduler": round(_cpu_seconds(process.pid), 1)}
+    for name, pid in others.items():
+        cpu[name] = round(_cpu_seconds(pid) - before[name], 1)
+    return last - began, cpu, process
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -230,7 +278,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         ControlPlane(binaries, default_repo_root() / "crds") as access,
         tempfile.TemporaryDirectory() as tmp,
     ):
-        workdir = Path(tmp)
+        workdir = args.log_dir or Path(tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
         client = await connect(access.kubeconfig)
         async with client:
             kube = Kube(client)
@@ -246,9 +295,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             await _create_pods(kube, args.pods, "kai-scheduler", "kai")
             port = free_loopback_port()
             log("running kai")
-            seconds, process = await _measure(
+            seconds, cpu, process = await _measure(
                 kube,
-                lambda: _kai_process(access, port, args.time_limit, workdir / "kai.log"),
+                lambda: _kai_process(
+                    access, port, args.time_limit, workdir / "kai.log", args.kai_profile
+                ),
                 "kai",
                 args.pods,
                 args.timeout,
@@ -260,6 +311,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 "podsBoundPerSecond": round(args.pods / seconds, 1),
                 "seconds": round(seconds, 2),
                 **cycles,
+                "cpuSeconds": cpu,
             }
             log(f"kai: {result['kai']}")
             if args.compare == "kube-scheduler":
@@ -268,7 +320,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 log(f"creating {args.pods} pending pods for kube-scheduler")
                 await _create_pods(kube, args.pods, "default-scheduler", "kube")
                 log("running kube-scheduler")
-                seconds, process = await _measure(
+                seconds, cpu, process = await _measure(
                     kube,
                     lambda: _kube_scheduler_process(access, binaries.kube_scheduler, workdir),
                     "kube",
@@ -280,6 +332,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 result["kubeScheduler"] = {
                     "podsBoundPerSecond": round(args.pods / seconds, 1),
                     "seconds": round(seconds, 2),
+                    "cpuSeconds": cpu,
                 }
                 log(f"kube-scheduler: {result['kubeScheduler']}")
                 result["ratio"] = round(
@@ -300,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
         "--time-limit", type=float, default=1.0, help="kai's solver seconds per cycle"
     )
     parser.add_argument("--timeout", type=float, default=900.0, help="per scheduler, seconds")
+    parser.add_argument("--log-dir", type=Path, help="keep the schedulers' logs here")
+    parser.add_argument("--kai-profile", type=Path, help="run kai under cProfile, stats here")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     result = asyncio.run(run(args))
