@@ -4,14 +4,23 @@ The operator reads thousands of pods and writes one binding per pod; the generat
 model classes of kubernetes_asyncio would turn every object into a tree of Python
 objects and back. This module keeps kubernetes_asyncio for what it is good at (the
 kubeconfig or in-cluster credentials, TLS, token refresh) and moves plain JSON.
+
+Requests go straight to aiohttp over the ApiClient's own connection pool (so its
+TLS settings), not through `ApiClient.call_api`: that path walks every body to
+sanitise it, and its session trusts the environment, which makes aiohttp look for
+a `.netrc` and for proxy variables on a worker thread for every request. Here the
+proxy is read from the configuration or the environment once, and a `.netrc` is
+not consulted (client-go does not either).
 """
 
 from __future__ import annotations
 
 import json
+import urllib.request
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 from kubernetes_asyncio import config
@@ -19,7 +28,10 @@ from kubernetes_asyncio.client import ApiClient, Configuration
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
+USER_AGENT = "kai-scheduler"
 _AUTH = ["BearerToken"]
+_READ_BUFFER = 2**21
+"""Watch events of large objects exceed aiohttp's default line buffer (etcd allows 1.5 MiB)."""
 
 
 class ApiError(Exception):
@@ -38,10 +50,16 @@ class ApiError(Exception):
 
 
 class Kube:
-    """JSON requests against one API server, through an authenticated ApiClient."""
+    """JSON requests against one API server, with an ApiClient's credentials and connections."""
 
     def __init__(self, client: ApiClient) -> None:
         self._client = client
+        configuration = client.configuration
+        self._host = str(configuration.host).rstrip("/")
+        self._server_hostname: str | None = configuration.tls_server_name or None
+        self._proxy: str | None = configuration.proxy or _environment_proxy(self._host)
+        self._proxy_headers: Mapping[str, str] | None = configuration.proxy_headers
+        self._session: aiohttp.ClientSession | None = None
 
     async def request(
         self,
@@ -129,17 +147,47 @@ class Kube:
         content_type: str,
         timeout: float,
     ) -> aiohttp.ClientResponse:
-        response: aiohttp.ClientResponse = await self._client.call_api(
-            path,
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        data = None
+        if body is not None:
+            headers["Content-Type"] = content_type
+            data = json.dumps(body, separators=(",", ":")).encode()
+        # Refreshes an expiring token (exec plugins, projected ServiceAccount tokens).
+        await self._client.update_params_for_auth(headers, [], _AUTH)
+        return await self._connections().request(
             method,
-            query_params=list(query),
-            header_params={"Content-Type": content_type, "Accept": "application/json"},
-            body=body,
-            auth_settings=_AUTH,
-            _preload_content=False,
-            _request_timeout=timeout,
+            self._host + path,
+            params=list(query) or None,
+            data=data,
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=timeout),
+            proxy=self._proxy,
+            proxy_headers=self._proxy_headers,
+            server_hostname=self._server_hostname,
         )
-        return response
+
+    def _connections(self) -> aiohttp.ClientSession:
+        """A session over the ApiClient's connection pool; closed when the ApiClient closes it.
+
+        Made on first use, on the running event loop. It does not own the pool, and
+        aiohttp counts a session whose pool is closed as closed.
+        """
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=self._client.rest_client.pool_manager.connector,
+                connector_owner=False,
+                trust_env=False,
+                read_bufsize=_READ_BUFFER,
+            )
+        return self._session
+
+
+def _environment_proxy(host: str) -> str | None:
+    """The proxy the environment names for this server (HTTPS_PROXY, NO_PROXY), if any."""
+    parts = urlsplit(host)
+    if urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    return urllib.request.getproxies().get(parts.scheme or "https")
 
 
 def _decode(payload: bytes) -> dict[str, Any]:
