@@ -8,6 +8,11 @@ unbound (its group label is taken back), bound pods of the gang stay bound and
 count toward it, and the pod's group backs off (`backoff`). A bind that finds the
 pod already bound (409) is not a failure of the pod: the cache will show where.
 
+Before each bind the binder asks the cycle's grouping writes what the binding must
+carry: a pod grouped in this cycle waits for its PodGroup to be written, and its
+`pod-group-name` annotation rides on the Binding, which the API server copies onto
+the pod in the same write. A pod whose group could not be written is not bound.
+
 Evictions follow KAI's evictor: the pod gets the `DisruptionTarget` condition,
 then is deleted.
 """
@@ -17,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from fractions import Fraction
@@ -45,6 +50,9 @@ log = structlog.get_logger(__name__)
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 _ALREADY_BOUND = 409
 _GONE = 404
+
+Annotations = Callable[[str], Awaitable[Mapping[str, str] | None]]
+"""Pod key -> the annotations its Binding carries, once it may be bound; None: not this cycle."""
 
 
 @dataclass
@@ -78,6 +86,7 @@ class Binder:
         groups: Mapping[str, PodGroup],
         manifests: Mapping[str, Mapping[str, Any]],
         reservations: Mapping[str, Mapping[str, Any]],
+        annotations: Annotations,
     ) -> BindReport:
         """Bind every pod of `bindings`; gangs in the engine's order, each gang's binds together."""
         gangs: dict[str, list[Binding]] = defaultdict(list)
@@ -92,9 +101,10 @@ class Binder:
                     continue
                 queue = groups[group_key].queue if group_key in groups else ""
                 for binding in members:
+                    pod = pods[binding.pod]
                     tasks.create_task(
                         self._bind_one(
-                            binding, pods[binding.pod], queue, manifests, reservations, report
+                            binding, pod, queue, manifests, reservations, annotations, report
                         )
                     )
                 # Let this gang's binds start before the next gang's are queued behind them.
@@ -108,8 +118,12 @@ class Binder:
         queue: str,
         manifests: Mapping[str, Mapping[str, Any]],
         reservations: Mapping[str, Mapping[str, Any]],
+        annotations: Annotations,
         report: BindReport,
     ) -> None:
+        carried = await annotations(pod.key)  # before taking a slot: it may wait for a write
+        if carried is None:
+            return
         async with self._slots:
             shared = bool(binding.gpu_groups)
             try:
@@ -123,7 +137,7 @@ class Binder:
                         Fraction(portion),
                         reservations,
                     )
-                await self._post_binding(pod, binding.node)
+                await self._post_binding(pod, binding.node, carried)
             except ApiError as error:
                 if error.status == _ALREADY_BOUND:
                     log.info("pod already bound", pod=pod.key, error=error.message)
@@ -148,14 +162,17 @@ class Binder:
             about, NORMAL, SCHEDULED, f"Successfully assigned {pod.key} to {binding.node}"
         )
 
-    async def _post_binding(self, pod: Pod, node: str) -> None:
+    async def _post_binding(self, pod: Pod, node: str, annotations: Mapping[str, str]) -> None:
+        # The uid makes the server refuse to bind a newer pod of the same name.
+        metadata: dict[str, Any] = {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
+        if annotations:
+            metadata["annotations"] = dict(annotations)
         await self._kube.create(
             f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding",
             {
                 "apiVersion": "v1",
                 "kind": "Binding",
-                # The uid makes the server refuse to bind a newer pod of the same name.
-                "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+                "metadata": metadata,
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node},
             },
         )

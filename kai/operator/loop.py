@@ -1,11 +1,13 @@
 """The scheduling loop: one cycle every period, and early after relevant changes.
 
-A cycle: take a consistent view of the watch cache; group new pods; build the
-engine's snapshot with the scheduler's own recent binds laid over it; solve it
-on a worker thread (the engine is CPU-bound and must not stall the watches or
-the lease renewals on the event loop); bind; write status, events and metrics;
-collect unused GPU reservations. Only the leader runs cycles. A failing cycle is
-logged and the next one starts from the cluster as it is then.
+A cycle: take a consistent view of the watch cache; plan the groups of new pods
+(no writes yet); build the engine's snapshot with the plans and the scheduler's
+own recent binds laid over it; solve it on a worker thread (the engine is
+CPU-bound and must not stall the watches or the lease renewals on the event
+loop); write the new PodGroups and bind, each pod as soon as its group is
+written; write status, events and metrics; collect unused GPU reservations.
+Only the leader runs cycles. A failing cycle is logged and the next one starts
+from the cluster as it is then.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from kai.engine.cycle import CycleResult, run_cycle
 from kai.engine.fairshare import QueueShare
 from kai.engine.model import EngineConfig, PodPhase, Snapshot
 from kai.operator.backoff import BindBackoff
-from kai.operator.binder import Binder
+from kai.operator.binder import Annotations, Binder
 from kai.operator.cache import ClusterCache, ClusterView
 from kai.operator.events import EventRecorder
 from kai.operator.gpu_sharing import GpuSharing, reservation_pods
@@ -132,9 +134,9 @@ class SchedulingLoop:
             self._prune_assumed(view)
             with _timed(timings, "group"):
                 classes = self._builder.priority_classes(view)
-                plans = await self._grouper.sync(view, classes)
+                plans = await self._grouper.plan(view, classes)
             overlay = Overlay(
-                plans=plans,
+                plans=plans.all(),
                 assumed={key: entry.placement for key, entry in self._assumed.items()},
                 held=self._backoff.held(time.monotonic()),
             )
@@ -145,8 +147,12 @@ class SchedulingLoop:
                 result = await loop.run_in_executor(
                     self._executor, run_cycle, snapshot, self._engine
                 )
-            with _timed(timings, "bind"):
-                bound = await self._bind(result, snapshot, view)
+            order = [binding.pod for binding in result.bindings]
+            async with self._grouper.writes(view, plans.new, order) as grouping:
+                with _timed(timings, "bind"):
+                    bound = await self._bind(result, snapshot, view, grouping.annotations)
+                with _timed(timings, "group-write"):
+                    await grouping.finish(bound.keys())
             with _timed(timings, "evict"):
                 await self._evict(result, snapshot)
             after = _with_binds(snapshot, bound)
@@ -172,12 +178,18 @@ class SchedulingLoop:
         self.recent.append(CycleSummary(cycle_id, tuple(sorted(bound)), elapsed))
 
     async def _bind(
-        self, result: CycleResult, snapshot: Snapshot, view: ClusterView
+        self,
+        result: CycleResult,
+        snapshot: Snapshot,
+        view: ClusterView,
+        annotations: Annotations,
     ) -> dict[str, Assumed]:
         pods = {pod.key: pod for pod in snapshot.pods}
         groups = {group.key: group for group in snapshot.pod_groups}
         reservations = reservation_pods(view.pods, self._sharing.namespace)
-        report = await self._binder.bind(result.bindings, pods, groups, view.pods, reservations)
+        report = await self._binder.bind(
+            result.bindings, pods, groups, view.pods, reservations, annotations
+        )
         stamp = time.monotonic()
         for key, placement in report.bound.items():
             self._assumed[key] = _AssumedAt(placement, stamp)

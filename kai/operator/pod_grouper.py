@@ -1,17 +1,31 @@
 """The live pod grouper: gives every `kai-scheduler` pod its PodGroup (kai-semantics §14.2).
 
 For each pod without a `pod-group-name` annotation it reads the owner chain from
-the API server, asks the same pure grouper `kai simulate` uses for the plan, then
-creates the PodGroup (or updates it, keeping what users and operators may have
-changed: the queue, markUnschedulable, schedulingBackoff, the node-pool and queue
-labels) and patches the pod. Plans are remembered until the cache shows the
-annotation, so the pod is schedulable in the cycle that grouped it and is not
-grouped twice while the watch catches up.
+the API server and asks the same pure grouper `kai simulate` uses for the plan.
+Planning writes nothing: the cycle schedules the planned groups at once (the
+snapshot lays the plans over the cache), and only then are they written, in the
+order the binder needs them, so the first binds go out while later groups are
+still being written instead of after all of them.
+
+Per pod the order is: the PodGroup is created (or updated, keeping what users and
+operators may have changed: the queue, markUnschedulable, schedulingBackoff, the
+node-pool and queue labels); then, if the cycle binds the pod, the binding itself
+carries the `pod-group-name` annotation (the API server copies a Binding's
+annotations onto the pod in the same write), else the pod is patched. So a pod is
+never bound before its PodGroup exists, never bound without its annotation, and a
+scheduler killed in between leaves at worst a PodGroup whose pod is not annotated
+yet, which the next cycle plans again and finds (409) instead of creating.
+Sub-group labels are patched before the bind: a Binding's labels are copied only
+behind a feature gate. Written plans are remembered until the cache shows the
+annotation, so a pod is not grouped twice while the watch catches up.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import asyncio
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
 import structlog
@@ -24,7 +38,6 @@ from kai.operator.cache import ClusterView
 from kai.operator.events import GROUPING_FAILED, WARNING, EventRecorder, InvolvedObject
 from kai.operator.kube import ApiError, Kube
 from kai.operator.owners import OwnerReader
-from kai.operator.writes import run_bounded
 from kai.workloads.catalog import load_catalog
 from kai.workloads.jqeval import JqEvaluator
 from kai.workloads.loader import InvalidDefinitionError, load_definition
@@ -35,6 +48,19 @@ log = structlog.get_logger(__name__)
 PRESERVED_SPEC_FIELDS = ("queue", "markUnschedulable", "schedulingBackoff")
 PRESERVED_LABELS = (NODE_POOL_LABEL, QUEUE_LABEL)
 _CONFLICT = 409
+
+
+@dataclass(frozen=True)
+class Plans:
+    """The grouper's decisions that the cache does not show yet, by pod key."""
+
+    new: Mapping[str, PodGroupPlan]
+    """Planned this cycle; nothing written yet."""
+    written: Mapping[str, PodGroupPlan]
+    """Written in an earlier cycle; the watch has not shown the annotation yet."""
+
+    def all(self) -> dict[str, PodGroupPlan]:
+        return {**self.written, **self.new}
 
 
 class PodGrouper:
@@ -54,29 +80,37 @@ class PodGrouper:
         self._jq = JqEvaluator()
         self._catalog = load_catalog(self._jq)
         self._registry: tuple[frozenset[str], DefinitionRegistry] | None = None
-        self._plans: dict[str, tuple[str, PodGroupPlan]] = {}  # pod key -> (uid, plan)
+        self._written: dict[str, tuple[str, PodGroupPlan]] = {}  # pod key -> (uid, plan)
         self._reported: dict[str, str] = {}  # pod uid -> last grouping problem
 
-    async def sync(
-        self, view: ClusterView, priority_classes: Mapping[str, int]
-    ) -> dict[str, PodGroupPlan]:
-        """Group every ungrouped pod; the plans not yet visible in the cache, by pod key."""
+    async def plan(self, view: ClusterView, priority_classes: Mapping[str, int]) -> Plans:
+        """Plan every ungrouped pod; reads owners, writes nothing."""
         self._forget_settled(view)
         waiting = [
             (key, pod)
             for key, pod in view.pods.items()
-            if key not in self._plans and self._needs_group(pod)
+            if key not in self._written and self._needs_group(pod)
         ]
+        new: dict[str, PodGroupPlan] = {}
         if waiting:
             self._owners.start_cycle()
             registry = self._definitions(view)
-            new: dict[str, PodGroupPlan] = {}
             for key, pod in waiting:
                 plan = await self._plan(pod, registry, priority_classes)
                 if plan is not None:
                     new[key] = plan
-            await self._write(view, new)
-        return {key: plan for key, (_, plan) in self._plans.items()}
+        return Plans(new=new, written={key: plan for key, (_, plan) in self._written.items()})
+
+    def writes(
+        self, view: ClusterView, plans: Mapping[str, PodGroupPlan], binding_order: Sequence[str]
+    ) -> GroupWrites:
+        """The writes of this cycle's new plans; enter it to start them (see GroupWrites)."""
+        return GroupWrites(
+            self._kube, view, plans, binding_order, self._concurrency, self._remember
+        )
+
+    def _remember(self, key: str, uid: str, plan: PodGroupPlan) -> None:
+        self._written[key] = (uid, plan)
 
     def _needs_group(self, pod: Mapping[str, Any]) -> bool:
         metadata = pod.get("metadata") or {}
@@ -92,7 +126,7 @@ class PodGrouper:
 
     def _forget_settled(self, view: ClusterView) -> None:
         """Drop plans whose pod now shows its annotation, or is gone or replaced."""
-        for key, (uid, _) in list(self._plans.items()):
+        for key, (uid, _) in list(self._written.items()):
             pod = view.pods.get(key)
             metadata = (pod or {}).get("metadata") or {}
             if (
@@ -100,7 +134,7 @@ class PodGrouper:
                 or metadata.get("uid") != uid
                 or (metadata.get("annotations") or {}).get(POD_GROUP_ANNOTATION)
             ):
-                del self._plans[key]
+                del self._written[key]
 
     def _definitions(self, view: ClusterView) -> DefinitionRegistry:
         """The catalog plus the cluster's Karta definitions, rebuilt only when those change."""
@@ -144,69 +178,161 @@ class PodGrouper:
             self._reported[about.uid] = problem
             self._events.record(about, WARNING, GROUPING_FAILED, problem)
 
-    async def _write(self, view: ClusterView, plans: Mapping[str, PodGroupPlan]) -> None:
-        """Create or update each PodGroup once, then annotate the pods whose group exists."""
-        by_group: dict[str, PodGroupPlan] = {}
-        for plan in plans.values():
-            by_group.setdefault(f"{plan.namespace}/{plan.name}", plan)
-        group_writes = [
-            (key, self._group_writer(view.pod_groups.get(key), plan))
-            for key, plan in by_group.items()
-        ]
-        failed_groups = await run_bounded(
-            [(key, write) for key, write in group_writes if write is not None], self._concurrency
-        )
-        for key, error in failed_groups.items():
-            log.warning("PodGroup not written; retrying next cycle", group=key, error=str(error))
-        pod_writes = [
-            (key, self._pod_patcher(view.pods[key], plan))
-            for key, plan in plans.items()
-            if f"{plan.namespace}/{plan.name}" not in failed_groups
-        ]
-        failed_pods = await run_bounded(pod_writes, self._concurrency)
-        for key, error in failed_pods.items():
-            log.warning("pod not annotated; retrying next cycle", pod=key, error=str(error))
-        for key, plan in plans.items():
-            if key not in failed_pods and f"{plan.namespace}/{plan.name}" not in failed_groups:
-                uid = str((view.pods[key].get("metadata") or {}).get("uid") or "")
-                self._plans[key] = (uid, plan)
 
-    def _group_writer(
-        self, existing: Mapping[str, Any] | None, plan: PodGroupPlan
-    ) -> Callable[[], Awaitable[object]] | None:
-        collection = f"/apis/scheduling.run.ai/v2alpha2/namespaces/{plan.namespace}/podgroups"
-        if existing is None:
+class GroupWrites:
+    """One cycle's grouping writes, as an async context that starts them and awaits them all.
 
-            async def create() -> None:
-                try:
-                    await self._kube.create(collection, plan.manifest)
-                except ApiError as error:
-                    if error.status != _CONFLICT:
-                        raise
-                    # Created by an earlier incarnation, and not in the cache yet.
-                    current = await self._kube.get(f"{collection}/{plan.name}")
-                    patch = update_patch(current, plan)
-                    if patch is not None:
-                        await self._kube.merge_patch(f"{collection}/{plan.name}", patch)
+    On entry every new plan's PodGroup write starts, those of pods the cycle binds
+    first and in the binder's order, at most `concurrency` writes at once. The
+    binder asks `annotations(pod)` before each bind: it waits for the pod's PodGroup
+    and answers what the binding must carry, or None when the group could not be
+    written (the pod is not bound this cycle). Pods the cycle does not bind, and
+    pods with sub-group labels, are patched as soon as their group is written.
+    `finish` is told which pods were bound (their binding carried the annotation),
+    patches the others and waits for every write. Failures are logged and retried
+    next cycle: a plan is remembered only once its group and its annotation are
+    written.
+    """
 
-            return create
-        patch = update_patch(existing, plan)
-        if patch is None:
-            return None
-        return lambda: self._kube.merge_patch(f"{collection}/{plan.name}", patch)
+    def __init__(
+        self,
+        kube: Kube,
+        view: ClusterView,
+        plans: Mapping[str, PodGroupPlan],
+        binding_order: Sequence[str],
+        concurrency: int,
+        remember: Callable[[str, str, PodGroupPlan], None],
+    ) -> None:
+        self._kube = kube
+        self._view = view
+        self._plans = plans
+        self._remember = remember
+        self._slots = asyncio.Semaphore(concurrency)
+        binds = [key for key in dict.fromkeys(binding_order) if key in plans]
+        bound_first = set(binds)
+        self._carried = {key for key in binds if not plans[key].pod_labels}
+        self._order = binds + [key for key in plans if key not in bound_first]
+        self._tasks = asyncio.TaskGroup()
+        self._groups: dict[str, asyncio.Task[bool]] = {}
+        self._patches: dict[str, asyncio.Task[bool]] = {}
+        self._bound: set[str] = set()
 
-    def _pod_patcher(
-        self, pod: Mapping[str, Any], plan: PodGroupPlan
-    ) -> Callable[[], Awaitable[object]]:
-        metadata = pod.get("metadata") or {}
-        path = f"/api/v1/namespaces/{metadata.get('namespace')}/pods/{metadata.get('name')}"
-        patch: dict[str, Any] = {
-            # The uid precondition: never annotate a newer pod of the same name.
-            "metadata": {"uid": metadata.get("uid"), "annotations": plan.pod_annotations}
-        }
-        if plan.pod_labels:
-            patch["metadata"]["labels"] = plan.pod_labels
-        return lambda: self._kube.merge_patch(path, patch)
+    async def __aenter__(self) -> GroupWrites:
+        await self._tasks.__aenter__()
+        for key in self._order:
+            group = self._group_task(self._plans[key])
+            if key not in self._carried:
+                self._patches[key] = self._tasks.create_task(self._annotate(key, group))
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._tasks.__aexit__(exc_type, exc, tb)
+        if exc is None:
+            self._remember_written()
+
+    async def annotations(self, pod_key: str) -> Mapping[str, str] | None:
+        """What the pod's binding must carry once its group is written; None: do not bind."""
+        plan = self._plans.get(pod_key)
+        if plan is None:
+            return {}
+        if pod_key in self._patches:
+            return {} if await self._patches[pod_key] else None
+        return plan.pod_annotations if await self._groups[_group_key(plan)] else None
+
+    async def finish(self, bound: Collection[str]) -> None:
+        """After the binds: annotate the pods whose binding was to carry it but was not made,
+        and wait for every write of the cycle."""
+        self._bound = {key for key in bound if key in self._carried}
+        for key in self._order:
+            if key in self._carried and key not in self._bound:
+                group = self._groups[_group_key(self._plans[key])]
+                self._patches[key] = self._tasks.create_task(self._annotate(key, group))
+        await asyncio.gather(*self._groups.values(), *self._patches.values())
+
+    def _remember_written(self) -> None:
+        for key in self._order:
+            plan = self._plans[key]
+            group = self._groups[_group_key(plan)]
+            patch = self._patches.get(key)
+            annotated = patch.result() if patch is not None else key in self._bound
+            if group.result() and annotated:
+                uid = str((self._view.pods[key].get("metadata") or {}).get("uid") or "")
+                self._remember(key, uid, plan)
+
+    def _group_task(self, plan: PodGroupPlan) -> asyncio.Task[bool]:
+        key = _group_key(plan)
+        if key not in self._groups:
+            write = _group_writer(self._kube, self._view.pod_groups.get(key), plan)
+            self._groups[key] = self._tasks.create_task(self._bounded(key, "PodGroup", write))
+        return self._groups[key]
+
+    async def _annotate(self, pod_key: str, group: asyncio.Task[bool]) -> bool:
+        if not await group:
+            return False
+        write = _pod_patcher(self._kube, self._view.pods[pod_key], self._plans[pod_key])
+        return await self._bounded(pod_key, "pod", write)
+
+    async def _bounded(
+        self, key: str, what: str, write: Callable[[], Awaitable[object]] | None
+    ) -> bool:
+        if write is None:
+            return True
+        async with self._slots:
+            try:
+                await write()
+            except ApiError as error:
+                log.warning(f"{what} not written; retrying next cycle", key=key, error=str(error))
+                return False
+        return True
+
+
+def _group_key(plan: PodGroupPlan) -> str:
+    return f"{plan.namespace}/{plan.name}"
+
+
+def _group_writer(
+    kube: Kube, existing: Mapping[str, Any] | None, plan: PodGroupPlan
+) -> Callable[[], Awaitable[object]] | None:
+    """Creates the PodGroup, or brings an existing one to the plan; None if nothing to do."""
+    collection = f"/apis/scheduling.run.ai/v2alpha2/namespaces/{plan.namespace}/podgroups"
+    if existing is None:
+
+        async def create() -> None:
+            try:
+                await kube.create(collection, plan.manifest)
+            except ApiError as error:
+                if error.status != _CONFLICT:
+                    raise
+                # Created by an earlier incarnation, and not in the cache yet.
+                current = await kube.get(f"{collection}/{plan.name}")
+                patch = update_patch(current, plan)
+                if patch is not None:
+                    await kube.merge_patch(f"{collection}/{plan.name}", patch)
+
+        return create
+    patch = update_patch(existing, plan)
+    if patch is None:
+        return None
+    return lambda: kube.merge_patch(f"{collection}/{plan.name}", patch)
+
+
+def _pod_patcher(
+    kube: Kube, pod: Mapping[str, Any], plan: PodGroupPlan
+) -> Callable[[], Awaitable[object]]:
+    metadata = pod.get("metadata") or {}
+    path = f"/api/v1/namespaces/{metadata.get('namespace')}/pods/{metadata.get('name')}"
+    patch: dict[str, Any] = {
+        # The uid precondition: never annotate a newer pod of the same name.
+        "metadata": {"uid": metadata.get("uid"), "annotations": plan.pod_annotations}
+    }
+    if plan.pod_labels:
+        patch["metadata"]["labels"] = plan.pod_labels
+    return lambda: kube.merge_patch(path, patch)
 
 
 def update_patch(existing: Mapping[str, Any], plan: PodGroupPlan) -> dict[str, Any] | None:
