@@ -9,6 +9,7 @@ of the solver's answer both use.
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -30,8 +31,8 @@ class NodeCapacity:
     """What is still free on one node. Mutable: placements take from it and can give back."""
 
     node: Node
-    cpu: Fraction
-    memory: Fraction
+    cpu: int  # millicores
+    memory: int  # bytes
     pods: int
     whole_gpus: int
     shared: dict[str, int] = field(default_factory=dict)  # group id -> MiB used on that device
@@ -55,8 +56,8 @@ class NodeCapacity:
     def fits_base(self, pod: Pod) -> bool:
         return (
             self.pods >= 1
-            and pod.request.cpu <= self.cpu
-            and pod.request.memory <= self.memory
+            and pod.cpu_millis <= self.cpu
+            and pod.memory_bytes <= self.memory
             and pod.gpu.whole <= self.whole_gpus
         )
 
@@ -90,8 +91,8 @@ class NodeCapacity:
 
     def take(self, pod: Pod, groups: Iterable[str] | None = None) -> tuple[str, ...]:
         """Place the pod here and return the shared groups it sits on. The caller checked `fits`."""
-        self.cpu -= pod.request.cpu
-        self.memory -= pod.request.memory
+        self.cpu -= pod.cpu_millis
+        self.memory -= pod.memory_bytes
         self.pods -= 1
         self.whole_gpus -= pod.gpu.whole
         if not pod.gpu.is_fractional:
@@ -102,12 +103,13 @@ class NodeCapacity:
         taken: list[str] = []
         for candidate in chosen:
             group = candidate or self._open_group()
+            if group not in self.shared:  # replaying a device another pass opened: open it here too
+                self.whole_gpus -= 1
             self.shared[group] = self.shared.get(group, 0) + need
             taken.append(group)
         return tuple(taken)
 
     def _open_group(self) -> str:
-        self.whole_gpus -= 1
         while True:
             group = new_group_id(self.name, self.opened)
             self.opened += 1
@@ -133,7 +135,11 @@ def initial_capacity(nodes: Iterable[Node], pods: Iterable[Pod]) -> dict[str, No
     """
     capacity = {
         node.name: NodeCapacity(
-            node, node.allocatable.cpu, node.allocatable.memory, node.max_pods, node.gpus
+            node,
+            math.floor(node.allocatable.cpu),
+            math.floor(node.allocatable.memory),
+            node.max_pods,
+            node.gpus,
         )
         for node in nodes
     }
@@ -145,8 +151,8 @@ def initial_capacity(nodes: Iterable[Node], pods: Iterable[Pod]) -> dict[str, No
         if pod.gpu.is_fractional and not pod.gpu_groups:
             unnamed.append(pod)
             continue
-        cap.cpu -= pod.request.cpu
-        cap.memory -= pod.request.memory
+        cap.cpu -= pod.cpu_millis
+        cap.memory -= pod.memory_bytes
         cap.pods -= 1
         cap.whole_gpus -= pod.gpu.whole
         need = pod.gpu.memory_on(cap.node.gpu_memory_mib) if pod.gpu.is_fractional else 0

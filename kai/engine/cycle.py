@@ -9,7 +9,7 @@ does I/O: the live operator and `kai simulate` call `run_cycle` with a snapshot 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -21,7 +21,7 @@ from kai.engine.accounting import (
 )
 from kai.engine.budget import QueueBudget, Refusal, leaf_names
 from kai.engine.capacity import NodeCapacity, initial_capacity
-from kai.engine.eligibility import node_accepts
+from kai.engine.eligibility import EligibilityIndex
 from kai.engine.evictions.actions import PIPELINED, EvictionReport, run_evictions
 from kai.engine.evictions.decisions import Eviction, GroupStamps, PipelinedPod
 from kai.engine.evictions.state import EvictionInputs
@@ -30,7 +30,7 @@ from kai.engine.fairshare import QueueShare
 from kai.engine.gangs import GangRequest, build_gang_requests, pod_resources
 from kai.engine.greedy import AllocationOutcome, greedy_allocate
 from kai.engine.job_order import ordered_gangs
-from kai.engine.model import EngineConfig, Placement, Pod, PodGroup, Snapshot
+from kai.engine.model import EngineConfig, PodGroup, Snapshot
 from kai.engine.node_index import NodeIndex
 from kai.engine.resources import Resources
 from kai.engine.solver.optimize import optimize
@@ -124,7 +124,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
             continue
         placeable.append(request)
 
-    eligible_for = _eligibility(snapshot)
+    eligible_for = EligibilityIndex(snapshot.nodes)
     total = divisible_total(snapshot)
 
     def run_greedy(
@@ -178,7 +178,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
         final_budget.add(group.queue, pod_resources(placement.pod, memory_mib), group.preemptible)
     after = NodeIndex(capacity, config.placement_strategy)
     for placement in chosen.placements.values():
-        after.take(placement.node, placement.pod)
+        after.take(placement.node, placement.pod, placement.gpu_groups or None)
     for request in placeable:
         if request.key in admitted or not request.core:
             decisions[request.key] = GroupDecision(request.key, request.group.queue, True, None, "")
@@ -212,7 +212,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
             queues,
             shares,
             total,
-            final_budget,
+            budget,
             placed,
             [
                 request
@@ -262,19 +262,6 @@ def _queue_problem(
 
 def _pending(group: PodGroup, refusal: Refusal) -> GroupDecision:
     return GroupDecision(group.key, group.queue, False, refusal.reason, refusal.message)
-
-
-def _eligibility(snapshot: Snapshot) -> Callable[[Pod], Callable[[str], bool]]:
-    cache: dict[Placement, frozenset[str]] = {}
-
-    def eligible_for(pod: Pod) -> Callable[[str], bool]:
-        names = cache.get(pod.placement)
-        if names is None:
-            names = frozenset(n.name for n in snapshot.nodes if node_accepts(n, pod.placement))
-            cache[pod.placement] = names
-        return names.__contains__
-
-    return eligible_for
 
 
 def _copy_budget(budget: QueueBudget, queues: Mapping[str, object]) -> QueueBudget:

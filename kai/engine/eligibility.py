@@ -7,7 +7,9 @@ per distinct placement and node class instead of once per pod and node.
 
 from __future__ import annotations
 
-from kai.engine.model import Node, Placement, Requirement, Taint, Toleration
+from collections.abc import Callable, Iterable
+
+from kai.engine.model import Node, Placement, Pod, Requirement, Taint, Toleration
 
 _HARD_EFFECTS = ("NoSchedule", "NoExecute")
 
@@ -88,3 +90,29 @@ def _tolerates(toleration: Toleration, taint: Taint) -> bool:
     if toleration.operator == "Exists":
         return True
     return (toleration.value or "") == (taint.value or "")
+
+
+class EligibilityIndex:
+    """Which nodes accept each pod, computed once per distinct placement and looked up by pod.
+
+    Pods of one workload share a placement, so a cycle evaluates the predicates a few
+    dozen times, not once per pod and node. Call it with a pod to get a membership test.
+    """
+
+    def __init__(self, nodes: Iterable[Node]) -> None:
+        self._nodes = tuple(nodes)
+        self._by_placement: dict[Placement, frozenset[str]] = {}
+        self._by_pod: dict[str, frozenset[str]] = {}
+
+    def nodes_for(self, pod: Pod) -> frozenset[str]:
+        names = self._by_pod.get(pod.key)
+        if names is None:
+            names = self._by_placement.get(pod.placement)
+            if names is None:
+                names = frozenset(n.name for n in self._nodes if node_accepts(n, pod.placement))
+                self._by_placement[pod.placement] = names
+            self._by_pod[pod.key] = names
+        return names
+
+    def __call__(self, pod: Pod) -> Callable[[str], bool]:
+        return self.nodes_for(pod).__contains__

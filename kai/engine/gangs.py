@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
 
@@ -28,6 +28,8 @@ class GangRequest:
     active: int  # pods already bound
     pending: int
     missing: int  # pods the gang still lacks to be ready at all (0 when enough exist)
+    # core_request per device size, memoised: queue ordering asks it at every step.
+    _core: dict[int, Resources] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def key(self) -> str:
@@ -39,7 +41,11 @@ class GangRequest:
 
     def core_request(self, gpu_memory_mib: int) -> Resources:
         """The core's resources; fractional `gpu-memory` counted against the given device size."""
-        return sum((pod_resources(pod, gpu_memory_mib) for pod in self.core), Resources())
+        total = self._core.get(gpu_memory_mib)
+        if total is None:
+            total = sum((pod_resources(pod, gpu_memory_mib) for pod in self.core), Resources())
+            self._core[gpu_memory_mib] = total
+        return total
 
 
 def pod_resources(pod: Pod, gpu_memory_mib: int) -> Resources:

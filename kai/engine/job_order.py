@@ -44,18 +44,25 @@ def ordered_gangs(
     for queue in sorted(queues.values(), key=lambda q: q.name):
         children[queue.parent if queue.parent in queues else None].append(queue.name)
 
-    def best_under(parent: str | None) -> tuple[str, GangRequest] | None:
-        candidates: list[tuple[object, str, GangRequest]] = []
-        for name in children.get(parent, []):
+    # Each queue's (key, leaf, gang) is cached: an admission changes only the popped
+    # leaf and its ancestors, so only their entries are recomputed on the next pop.
+    cache: dict[str, tuple[object, str, GangRequest] | None] = {}
+    parent_of = {name: queue.parent for name, queue in queues.items()}
+
+    def entry(name: str) -> tuple[object, str, GangRequest] | None:
+        if name not in cache:
             head = (name, waiting[name][-1]) if waiting.get(name) else best_under(name)
-            if head is None:
-                continue
             share = shares.get(name)
-            if share is None:
-                continue
-            current = dataclasses.replace(share, allocated=allocated(name))
-            key = queue_order_key(current, queues[name], job_size(head[1]), total)
-            candidates.append((key, head[0], head[1]))
+            if head is None or share is None:
+                cache[name] = None
+            else:
+                current = dataclasses.replace(share, allocated=allocated(name))
+                key = queue_order_key(current, queues[name], job_size(head[1]), total)
+                cache[name] = (key, head[0], head[1])
+        return cache[name]
+
+    def best_under(parent: str | None) -> tuple[str, GangRequest] | None:
+        candidates = [c for c in (entry(name) for name in children.get(parent, [])) if c]
         if not candidates:
             return None
         _, leaf, gang = min(candidates, key=lambda c: c[0])  # type: ignore[arg-type, return-value]
@@ -69,4 +76,8 @@ def ordered_gangs(
         waiting[leaf].pop()
         if not waiting[leaf]:
             del waiting[leaf]
+        name: str | None = leaf
+        while name is not None:
+            cache.pop(name, None)
+            name = parent_of.get(name)
         yield gang

@@ -8,7 +8,8 @@ engine sees the same shapes whether it runs live or in `kai simulate`.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
 
@@ -53,17 +54,21 @@ class GpuRequest:
     portion: Fraction = Fraction(0)
     memory_mib: int = 0
     devices: int = 1
+    # MiB per device size, memoised: placement asks this for every candidate node.
+    _mib: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def is_fractional(self) -> bool:
-        return self.portion > 0 or self.memory_mib > 0
+        return bool(self.portion) or bool(self.memory_mib)  # truth tests: cheap on the hot path
 
     def memory_on(self, device_memory_mib: int) -> int:
         """MiB of one device this request takes on a node with the given device memory."""
         if self.memory_mib:
             return self.memory_mib
-        scaled = self.portion * device_memory_mib
-        return -((-scaled.numerator) // scaled.denominator)
+        mib = self._mib.get(device_memory_mib)
+        if mib is None:
+            mib = self._mib[device_memory_mib] = math.ceil(self.portion * device_memory_mib)
+        return mib
 
     def gpus_on(self, device_memory_mib: int) -> Fraction:
         """Devices counted against quotas when placed on such a node (fractions count as portions)."""
@@ -123,10 +128,16 @@ class Pod:
     task_priority: int = 0
     gpu_groups: tuple[str, ...] = ()  # shared devices a running fractional pod sits on
     scheduler_is_ours: bool = True
+    # Derived once: placement loops compare these millions of times, and exact
+    # Fractions (or an f-string per access) would dominate the cycle.
+    key: str = field(init=False, repr=False, compare=False)
+    cpu_millis: int = field(init=False, repr=False, compare=False)
+    memory_bytes: int = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
+        object.__setattr__(self, "cpu_millis", math.ceil(self.request.cpu))
+        object.__setattr__(self, "memory_bytes", math.ceil(self.request.memory))
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,14 +54,15 @@ class NodeIndex:
                 return name
         return None
 
-    def take(self, name: str, pod: Pod) -> tuple[str, ...]:
+    def take(self, name: str, pod: Pod, groups: tuple[str, ...] | None = None) -> tuple[str, ...]:
+        """Place the pod on the node; `groups` replays a known choice of shared devices."""
         if self._saved is not None and name not in self._saved:
             self._saved[name] = self.capacity[name].copy()
         result: tuple[str, ...] = ()
 
         def apply(cap: NodeCapacity) -> None:
             nonlocal result
-            result = cap.take(pod)
+            result = cap.take(pod, groups)
 
         self._move(name, apply)
         return result

@@ -84,6 +84,8 @@ class AllocationModel:
         self.count: dict[tuple[int, int], cp_model.IntVar] = {}
         self.patterns: dict[int, ClassPatterns] = {}
         self.tiers: list[Tier] = []
+        # Share-tier variables with the terms that bound them, so a hint can set them too.
+        self.held: list[tuple[cp_model.IntVar, int, list[tuple[cp_model.IntVar, int]]]] = []
         self._gang_terms: dict[str, list[tuple[cp_model.IntVar, Resources, int]]] = defaultdict(
             list
         )
@@ -123,9 +125,14 @@ class AllocationModel:
                     self.count[node_class.index, shape_id] = self.model.new_int_var(
                         0, self._max_fit(node_class, shape), f"x[{node_class.index},{shape_id}]"
                     )
+        placed: dict[int, list[cp_model.IntVar]] = defaultdict(list)
+        for (_, shape_id), var in self.count.items():
+            placed[shape_id].append(var)
         for shape_id, terms in demand.items():
-            placed = sum(var for (c, s), var in self.count.items() if s == shape_id)
-            self.model.add(placed == sum(n * var for n, var in terms))
+            self.model.add(
+                cp_model.LinearExpr.sum(placed[shape_id])
+                == cp_model.LinearExpr.weighted_sum([v for _, v in terms], [n for n, _ in terms])
+            )
         for node_class in data.classes:
             self._add_class(node_class)
         self._add_queue_constraints()
@@ -150,14 +157,18 @@ class AllocationModel:
         if not counts:
             return
         size = node_class.size
-        for name, limit in (("cpu", node_class.cpu), ("memory", node_class.memory)):
+        for name, total in (("cpu", node_class.cpu_total), ("memory", node_class.memory_total)):
             resource: ResourceName = "cpu" if name == "cpu" else "memory"
-            terms = [
-                scaled(resource, shapes[s].cpu if name == "cpu" else shapes[s].memory, True) * var
-                for s, var in counts.items()
+            variables = list(counts.values())
+            weights = [
+                scaled(resource, shapes[s].cpu if name == "cpu" else shapes[s].memory, True)
+                for s in counts
             ]
-            model.add(sum(terms) <= size * scaled(resource, limit, False))
-        model.add(sum(counts.values()) <= size * node_class.pods)
+            model.add(
+                cp_model.LinearExpr.weighted_sum(variables, weights)
+                <= scaled(resource, Fraction(total), False)
+            )
+        model.add(cp_model.LinearExpr.sum(list(counts.values())) <= node_class.pods_total)
 
         whole_sizes = sorted({shapes[s].whole for s in counts if shapes[s].whole})
         fraction_sizes = sorted(
@@ -352,14 +363,15 @@ class AllocationModel:
         quota is never traded for a project's surplus elsewhere in the tree.
         """
         data = self.data
-        subtree_terms: dict[str, list[cp_model.LinearExprT]] = defaultdict(list)
+        subtree_terms: dict[str, list[tuple[cp_model.IntVar, int]]] = defaultdict(list)
         depth: dict[str, int] = {}
         for gang in data.gangs:
             chain = data.budget.ancestry(gang.group.queue)
             for level, queue in enumerate(chain):
                 depth[queue.name] = len(chain) - 1 - level
                 subtree_terms[queue.name] += [
-                    self._gpu_units(request) * var for var, request, _ in self._gang_terms[gang.key]
+                    (var, self._gpu_units(request))
+                    for var, request, _ in self._gang_terms[gang.key]
                 ]
         for level in range(max(depth.values(), default=-1) + 1):
             for kind in ("deserved", "fair share"):
@@ -375,7 +387,14 @@ class AllocationModel:
                     if room <= 0:
                         continue
                     held = self.model.new_int_var(0, room, f"{kind}[{name}]")
-                    self.model.add(held <= sum(subtree_terms[name]))
+                    parts = subtree_terms[name]
+                    self.model.add(
+                        held
+                        <= cp_model.LinearExpr.weighted_sum(
+                            [v for v, _ in parts], [c for _, c in parts]
+                        )
+                    )
+                    self.held.append((held, room, parts))
                     terms.append(held)
                     bound += room
                 if terms:

@@ -14,11 +14,12 @@ from fractions import Fraction
 
 from kai.engine.budget import QueueBudget
 from kai.engine.capacity import NodeCapacity
+from kai.engine.eligibility import EligibilityIndex
 from kai.engine.fairshare import QueueShare
 from kai.engine.gangs import GangRequest, pod_resources
 from kai.engine.greedy import AllocationOutcome
 from kai.engine.job_order import gang_order_key
-from kai.engine.model import EngineConfig, Pod, Queue
+from kai.engine.model import EngineConfig, Queue
 from kai.engine.node_index import NodeIndex
 from kai.engine.solver.decode import decode
 from kai.engine.solver.model import OBJECTIVE_GPU_UNITS, AllocationModel, ModelInput
@@ -43,7 +44,7 @@ def optimize(
     queues: Mapping[str, Queue],
     budget: QueueBudget,
     shares: Mapping[str, QueueShare],
-    eligible_for: Callable[[Pod], Callable[[str], bool]],
+    eligible_for: EligibilityIndex,
     greedy: AllocationOutcome,
     config: EngineConfig,
     memory_mib: int,
@@ -59,7 +60,7 @@ def optimize(
     shape_index: dict[str, int] = {}
     for gang in modelled_gangs:
         for pod in (*gang.core, *gang.elastic):
-            names = frozenset(n for n in capacity if eligible_for(pod)(n))
+            names = eligible_for.nodes_for(pod)
             if names not in set_index:
                 set_index[names] = len(eligibility_sets)
                 eligibility_sets.append(names)
@@ -103,7 +104,7 @@ def optimize(
     ledger = QueueBudget(queues, budget.allocated, budget.allocated_np)
     index = NodeIndex(capacity, config.placement_strategy)
     for placement in decoded.placements.values():
-        index.take(placement.node, placement.pod)
+        index.take(placement.node, placement.pod, placement.gpu_groups or None)
     admitted = set(decoded.admitted)
     for gang in gangs:
         placed = (

@@ -10,6 +10,7 @@ cap the model falls back to per-class totals and the decoder repairs.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 MAX_PATTERNS = 4000
@@ -20,8 +21,14 @@ def enumerate_patterns(
 ) -> list[tuple[int, ...]] | None:
     """Non-empty multisets (count vectors over item `sizes`, each > 0) with Σ count·size ≤ capacity.
 
-    Returns None when there are more than `limit` of them.
+    Returns None when there are more than `limit` of them. Memoised: many node classes
+    share the same free GPUs and item sizes. The result must not be mutated.
     """
+    return _enumerate(tuple(sizes), capacity, limit)
+
+
+@functools.lru_cache(maxsize=1024)
+def _enumerate(sizes: tuple[int, ...], capacity: int, limit: int) -> list[tuple[int, ...]] | None:
     patterns: list[tuple[int, ...]] = []
     counts = [0] * len(sizes)
 

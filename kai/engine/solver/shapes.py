@@ -39,9 +39,12 @@ class Shape:
 class NodeClass:
     index: int
     nodes: tuple[str, ...]  # sorted names; all identical for the solver
-    cpu: Fraction
-    memory: Fraction
+    cpu: int  # free on the roomiest member: bounds what one node can take
+    memory: int
     pods: int
+    cpu_total: int  # free over all members: the class-wide budget
+    memory_total: int
+    pods_total: int
     whole_gpus: int
     total_gpus: int
     device_memory_mib: int
@@ -80,7 +83,13 @@ def build_classes(
     eligibility_sets: Sequence[frozenset[str]],
     usable: Callable[[NodeCapacity], bool],
 ) -> list[NodeClass]:
-    """Group nodes whose free state and eligibility are identical."""
+    """Group nodes whose GPU state and eligibility are identical.
+
+    Free CPU, memory and pod slots differ between partly used nodes of one type; they
+    are kept as class totals (and the roomiest member's values) rather than splitting
+    the class, since GPUs, not CPU, decide packing on GPU nodes. The decoder checks
+    each node's own CPU and memory.
+    """
     membership: dict[str, list[int]] = {}
     for index, names in enumerate(eligibility_sets):
         for name in names:
@@ -93,20 +102,24 @@ def build_classes(
         memory = cap.node.gpu_memory_mib
         key = (
             tuple(membership[name]),
-            (cap.cpu, cap.memory, cap.pods, cap.whole_gpus, cap.node.gpus, memory),
+            (cap.whole_gpus, cap.node.gpus, memory),
             tuple(sorted(memory - used for used in cap.shared.values())),
         )
         groups.setdefault(key, []).append(name)
     classes: list[NodeClass] = []
     for (_, _, residuals), members in groups.items():
         first = capacity[members[0]]
+        caps = [capacity[name] for name in members]
         classes.append(
             NodeClass(
                 len(classes),
                 tuple(members),
-                first.cpu,
-                first.memory,
-                first.pods,
+                max(c.cpu for c in caps),
+                max(c.memory for c in caps),
+                max(c.pods for c in caps),
+                sum(max(0, c.cpu) for c in caps),
+                sum(max(0, c.memory) for c in caps),
+                sum(max(0, c.pods) for c in caps),
                 first.whole_gpus,
                 first.node.gpus,
                 first.node.gpu_memory_mib,
