@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from collections import defaultdict
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
-
-# bench/ sits beside kai/ in the checkout and is not installed; pytest puts only tests/unit on the path.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.synthetic import GPU_PRODUCT_LABEL, NODE_TYPES, ClusterSpec, synthetic_cluster
 from kai.engine.model import UNLIMITED, PodPhase, Snapshot
