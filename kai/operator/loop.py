@@ -140,15 +140,16 @@ class SchedulingLoop:
                 assumed={key: entry.placement for key, entry in self._assumed.items()},
                 held=self._backoff.held(time.monotonic()),
             )
-            with _timed(timings, "snapshot"):
-                snapshot = self._builder.build(view, overlay, now)
-            with _timed(timings, "allocate"):
-                loop = asyncio.get_running_loop()
-                result = await loop.run_in_executor(
-                    self._executor, run_cycle, snapshot, self._engine
-                )
-            order = [binding.pod for binding in result.bindings]
-            async with self._grouper.writes(view, plans.new, order) as grouping:
+            # The new groups are written while the engine works; each pod's bind waits for its own.
+            async with self._grouper.writes(view, plans.new) as grouping:
+                with _timed(timings, "snapshot"):
+                    snapshot = self._builder.build(view, overlay, now)
+                with _timed(timings, "allocate"):
+                    loop = asyncio.get_running_loop()
+                    result = await loop.run_in_executor(
+                        self._executor, run_cycle, snapshot, self._engine
+                    )
+                grouping.decided([binding.pod for binding in result.bindings])
                 with _timed(timings, "bind"):
                     bound = await self._bind(result, snapshot, view, grouping.annotations)
                 with _timed(timings, "group-write"):

@@ -101,13 +101,9 @@ class PodGrouper:
                     new[key] = plan
         return Plans(new=new, written={key: plan for key, (_, plan) in self._written.items()})
 
-    def writes(
-        self, view: ClusterView, plans: Mapping[str, PodGroupPlan], binding_order: Sequence[str]
-    ) -> GroupWrites:
+    def writes(self, view: ClusterView, plans: Mapping[str, PodGroupPlan]) -> GroupWrites:
         """The writes of this cycle's new plans; enter it to start them (see GroupWrites)."""
-        return GroupWrites(
-            self._kube, view, plans, binding_order, self._concurrency, self._remember
-        )
+        return GroupWrites(self._kube, view, plans, self._concurrency, self._remember)
 
     def _remember(self, key: str, uid: str, plan: PodGroupPlan) -> None:
         self._written[key] = (uid, plan)
@@ -182,16 +178,16 @@ class PodGrouper:
 class GroupWrites:
     """One cycle's grouping writes, as an async context that starts them and awaits them all.
 
-    On entry every new plan's PodGroup write starts, those of pods the cycle binds
-    first and in the binder's order, at most `concurrency` writes at once. The
-    binder asks `annotations(pod)` before each bind: it waits for the pod's PodGroup
-    and answers what the binding must carry, or None when the group could not be
-    written (the pod is not bound this cycle). Pods the cycle does not bind, and
-    pods with sub-group labels, are patched as soon as their group is written.
-    `finish` is told which pods were bound (their binding carried the annotation),
-    patches the others and waits for every write. Failures are logged and retried
-    next cycle: a plan is remembered only once its group and its annotation are
-    written.
+    On entry every new plan's PodGroup write starts, at most `concurrency` writes
+    at once, while the cycle builds its snapshot and solves it. `decided` is told
+    which pods the cycle binds, in the binder's order: their annotation will ride
+    on the binding; every other pod (and a pod with sub-group labels) is patched
+    as soon as its group is written. The binder asks `annotations(pod)` before each
+    bind: it waits for the pod's PodGroup and answers what the binding must carry,
+    or None when the group could not be written (the pod is not bound this cycle).
+    `finish` is told which pods were bound, patches those whose bind did not
+    happen and waits for every write. Failures are logged and retried next cycle:
+    a plan is remembered only once its group and its annotation are written.
     """
 
     def __init__(
@@ -199,7 +195,6 @@ class GroupWrites:
         kube: Kube,
         view: ClusterView,
         plans: Mapping[str, PodGroupPlan],
-        binding_order: Sequence[str],
         concurrency: int,
         remember: Callable[[str, str, PodGroupPlan], None],
     ) -> None:
@@ -208,21 +203,19 @@ class GroupWrites:
         self._plans = plans
         self._remember = remember
         self._slots = asyncio.Semaphore(concurrency)
-        binds = [key for key in dict.fromkeys(binding_order) if key in plans]
-        bound_first = set(binds)
-        self._carried = {key for key in binds if not plans[key].pod_labels}
-        self._order = binds + [key for key in plans if key not in bound_first]
         self._tasks = asyncio.TaskGroup()
         self._groups: dict[str, asyncio.Task[bool]] = {}
         self._patches: dict[str, asyncio.Task[bool]] = {}
+        self._carried: set[str] = set()
         self._bound: set[str] = set()
 
     async def __aenter__(self) -> GroupWrites:
         await self._tasks.__aenter__()
-        for key in self._order:
-            group = self._group_task(self._plans[key])
-            if key not in self._carried:
-                self._patches[key] = self._tasks.create_task(self._annotate(key, group))
+        for plan in self._plans.values():
+            key = _group_key(plan)
+            if key not in self._groups:
+                write = _group_writer(self._kube, self._view.pod_groups.get(key), plan)
+                self._groups[key] = self._tasks.create_task(self._bounded(key, "PodGroup", write))
         return self
 
     async def __aexit__(
@@ -244,18 +237,25 @@ class GroupWrites:
             return {} if await self._patches[pod_key] else None
         return plan.pod_annotations if await self._groups[_group_key(plan)] else None
 
+    def decided(self, binding_order: Sequence[str]) -> None:
+        """The pods the cycle binds: theirs is the binding's annotation; patch all others."""
+        self._carried = {
+            key for key in binding_order if key in self._plans and not self._plans[key].pod_labels
+        }
+        for key in self._plans:
+            if key not in self._carried:
+                self._start_patch(key)
+
     async def finish(self, bound: Collection[str]) -> None:
         """After the binds: annotate the pods whose binding was to carry it but was not made,
         and wait for every write of the cycle."""
         self._bound = {key for key in bound if key in self._carried}
-        for key in self._order:
-            if key in self._carried and key not in self._bound:
-                group = self._groups[_group_key(self._plans[key])]
-                self._patches[key] = self._tasks.create_task(self._annotate(key, group))
+        for key in self._carried - self._bound:
+            self._start_patch(key)
         await asyncio.gather(*self._groups.values(), *self._patches.values())
 
     def _remember_written(self) -> None:
-        for key in self._order:
+        for key in self._plans:
             plan = self._plans[key]
             group = self._groups[_group_key(plan)]
             patch = self._patches.get(key)
@@ -264,17 +264,14 @@ class GroupWrites:
                 uid = str((self._view.pods[key].get("metadata") or {}).get("uid") or "")
                 self._remember(key, uid, plan)
 
-    def _group_task(self, plan: PodGroupPlan) -> asyncio.Task[bool]:
-        key = _group_key(plan)
-        if key not in self._groups:
-            write = _group_writer(self._kube, self._view.pod_groups.get(key), plan)
-            self._groups[key] = self._tasks.create_task(self._bounded(key, "PodGroup", write))
-        return self._groups[key]
+    def _start_patch(self, pod_key: str) -> None:
+        self._patches[pod_key] = self._tasks.create_task(self._annotate(pod_key))
 
-    async def _annotate(self, pod_key: str, group: asyncio.Task[bool]) -> bool:
-        if not await group:
+    async def _annotate(self, pod_key: str) -> bool:
+        plan = self._plans[pod_key]
+        if not await self._groups[_group_key(plan)]:
             return False
-        write = _pod_patcher(self._kube, self._view.pods[pod_key], self._plans[pod_key])
+        write = _pod_patcher(self._kube, self._view.pods[pod_key], plan)
         return await self._bounded(pod_key, "pod", write)
 
     async def _bounded(
