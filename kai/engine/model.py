@@ -252,7 +252,7 @@ class EvictionConfig:
     """The scheduler-wide settings of the eviction actions; KAI's defaults."""
 
     time_limit_seconds: float | None = None
-    """Solver time for choosing victims per cycle; None: the allocation's limit; 0: greedy only."""
+    """Solver time for choosing victims per cycle; None: half the allocation's; 0: greedy only."""
     staleness_grace_seconds: float = 60.0  # negative disables stale-gang eviction
     max_consolidation_preemptees: int = 16  # 0 disables consolidation
     preempt_min_runtime_seconds: float = 0.0

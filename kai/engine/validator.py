@@ -20,6 +20,7 @@ from fractions import Fraction
 from kai.engine.accounting import accounting_device_memory, queue_shares
 from kai.engine.eligibility import node_accepts
 from kai.engine.evictions.decisions import Action, EvictionDecision
+from kai.engine.fairshare import QueueShare
 from kai.engine.model import (
     UNLIMITED,
     EngineConfig,
@@ -229,8 +230,13 @@ class EvictionAudit:
     """Checks each eviction decision against KAI's rules before the engine commits it."""
 
     def __init__(
-        self, snapshot: Snapshot, config: EngineConfig, bindings: Iterable[ProposedBinding]
+        self,
+        snapshot: Snapshot,
+        config: EngineConfig,
+        bindings: Iterable[ProposedBinding],
+        shares: Mapping[str, QueueShare] | None = None,
     ) -> None:
+        """`shares`: the cycle's fair shares, if already computed (they depend on the snapshot alone)."""
         self._now = snapshot.now
         self._config = config
         self._queues = {queue.name: queue for queue in snapshot.queues}
@@ -238,7 +244,7 @@ class EvictionAudit:
         self._pods = {pod.key: pod for pod in snapshot.pods}
         self._node_memory = {node.name: node.gpu_memory_mib for node in snapshot.nodes}
         self._pending_memory = accounting_device_memory(snapshot)
-        self._shares = queue_shares(snapshot)
+        self._shares = queue_shares(snapshot) if shares is None else shares
         self._bound = {binding.pod for binding in bindings}
         self._gone: set[str] = set()
         self._waiting: set[str] = set()
@@ -246,16 +252,21 @@ class EvictionAudit:
         self._held_np: dict[str, list[Fraction]] = defaultdict(lambda: [Fraction(0)] * 3)
         self._running: dict[str, set[str]] = defaultdict(set)
         self._members: dict[str, list[Pod]] = defaultdict(list)
+        per_group: dict[str, list[Fraction]] = defaultdict(lambda: [Fraction(0)] * 3)
+        placed_on = [(pod, pod.node) for pod in snapshot.pods if pod.phase is PodPhase.BOUND]
+        placed_on += [(self._pods[b.pod], b.node) for b in bindings if b.pod in self._pods]
         for pod in snapshot.pods:
             if pod.scheduler_is_ours:
                 self._members[pod.group].append(pod)
-            if pod.phase is PodPhase.BOUND and pod.scheduler_is_ours and pod.group in self._groups:
-                self._running[pod.group].add(pod.key)
-                self._count(pod.group, self._amount(pod, pod.node), 1)
-        for binding in bindings:
-            placed = self._pods.get(binding.pod)
-            if placed is not None and placed.group in self._groups:
-                self._count(placed.group, self._amount(placed, binding.node), 1)
+        for pod, node in placed_on:
+            if pod.scheduler_is_ours and pod.group in self._groups:
+                if pod.phase is PodPhase.BOUND:
+                    self._running[pod.group].add(pod.key)
+                total = per_group[pod.group]
+                for i, value in enumerate(self._amount(pod, node)):
+                    total[i] += value
+        for key, total in per_group.items():
+            self._count(key, (total[0], total[1], total[2]), 1)
 
     # -- public ------------------------------------------------------------------------
     def check(self, decision: EvictionDecision) -> list[str]:
@@ -282,7 +293,7 @@ class EvictionAudit:
             pod = self._pods[record.pod]
             if pod.key not in self._gone:
                 self._waiting.add(pod.key)
-                self._count(pod.group, self._amount(pod, None), 1)
+                self._count(pod.group, self._amount(pod, record.node), 1)
 
     # -- evictions and gang integrity ---------------------------------------------------
     def _check_evictions(self, decision: EvictionDecision) -> list[str]:

@@ -12,9 +12,11 @@ is not searched again in the same action (KAI's scheduling-signature shortcut).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
+from kai.engine.budget import NON_PREEMPTIBLE_OVER_QUOTA
+from kai.engine.evictions.budget import SearchBudget
 from kai.engine.evictions.decisions import (
     Action,
     Eviction,
@@ -24,16 +26,17 @@ from kai.engine.evictions.decisions import (
 )
 from kai.engine.evictions.greedy_search import greedy_search, preemptor_nodes
 from kai.engine.evictions.minruntime import preemption_delayed
+from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.room import Overlay, Seat, seat_all
 from kai.engine.evictions.rules import (
-    Preemptor,
     VictimOption,
     can_reclaim,
     consolidation_on,
     may_consolidate,
+    may_preempt,
     victim_options,
 )
-from kai.engine.evictions.scenario import Scenario, disruption, pod_costs
+from kai.engine.evictions.scenario import PodCosts, Scenario, disruption
 from kai.engine.evictions.stale import stale_gangs
 from kai.engine.evictions.stamps import cycle_stamps
 from kai.engine.evictions.state import EvictionInputs, EvictionState
@@ -47,7 +50,8 @@ from kai.engine.validator import EvictionAudit, ProposedBinding
 PIPELINED = "Pipelined"
 """Reason of a gang that waits, unbound, on capacity still being freed."""
 
-_MODEL_SHARE = 0.5  # at most this share of what is left of the budget goes to one model
+DEFAULT_SOLVER_SHARE = 0.5
+"""Unless configured, victim models share half the allocation solver's time limit per cycle."""
 
 
 @dataclass(frozen=True)
@@ -55,7 +59,9 @@ class EvictionReport:
     cp_sat_answers: int  # committed decisions whose victims the CP-SAT model chose
     greedy_answers: int
     solver_seconds: float
-    validator_violations: int
+    validator_violations: int  # answers the audit rejected (each one is an engine bug)
+    work: int  # nodes looked at by the searches
+    cut_short: tuple[str, ...]  # actions that ran out of budget; their other gangs wait
 
 
 @dataclass(frozen=True)
@@ -69,34 +75,42 @@ class EvictionOutcome:
 
 
 @dataclass
-class _Budget:
-    seconds: float
-    spent: float = 0.0
+class _Tally:
     cp_sat: int = 0
     greedy: int = 0
     violations: int = 0
+    solver_seconds: float = 0.0
+    work: int = 0
+    cut_short: list[str] = field(default_factory=list)  # actions whose budget ran out
 
-    def per_model(self) -> float:
-        return max(0.0, self.seconds - self.spent) * _MODEL_SHARE
+
+_ACTIONS = (Action.CONSOLIDATE, Action.RECLAIM, Action.PREEMPT)
 
 
 def run_evictions(inputs: EvictionInputs) -> EvictionOutcome:
     config = inputs.config
     limit = config.evictions.time_limit_seconds
-    budget = _Budget(config.time_limit_seconds if limit is None else limit)
+    seconds = config.time_limit_seconds * DEFAULT_SOLVER_SHARE if limit is None else limit
+    tally = _Tally()
     state = EvictionState.start(inputs)
     audit = EvictionAudit(
         inputs.snapshot,
         config,
         [ProposedBinding(p.pod.key, p.node, p.gpu_groups) for p in inputs.placements.values()],
+        inputs.shares,
     )
     waiting = [gang for gang in inputs.unplaced if gang.core or gang.elastic]
     if any(pod.phase is PodPhase.RELEASING for pod in inputs.snapshot.pods):
-        waiting = _pipeline_on_releasing(state, audit, waiting, budget)
-    for action in (Action.CONSOLIDATE, Action.RECLAIM, Action.PREEMPT):
+        waiting = _pipeline_on_releasing(state, audit, waiting, tally)
+    carried = 0.0  # solver time an action leaves unused goes to the next
+    for position, action in enumerate(_ACTIONS):
         if action is Action.CONSOLIDATE and not consolidation_on(state):
             continue
-        waiting = _run_action(state, audit, action, waiting, budget)
+        budget = SearchBudget(seconds * (position + 1) / len(_ACTIONS) - carried)
+        waiting = _run_action(state, audit, action, waiting, budget, tally)
+        carried += budget.solver_spent
+        tally.solver_seconds += budget.solver_spent
+        tally.work += budget.search_spent + budget.model_spent
     placed = set(inputs.placements) | set(state.pipelined)
     stale = stale_gangs(
         inputs.snapshot.pod_groups,
@@ -107,7 +121,7 @@ def run_evictions(inputs: EvictionInputs) -> EvictionOutcome:
         inputs.snapshot.now,
     )
     for decision in stale.decisions:
-        _commit(state, audit, decision, (), budget)
+        _commit(state, audit, decision, (), tally)
     evicted = {key: record.group for key, record in state.evicted.items()}
     bound = {key: placement.pod.group for key, placement in inputs.placements.items()}
     return EvictionOutcome(
@@ -116,17 +130,24 @@ def run_evictions(inputs: EvictionInputs) -> EvictionOutcome:
         tuple(sorted(state.pipelined.values(), key=lambda p: p.pod)),
         _waiting_messages(state),
         cycle_stamps(inputs.snapshot, bound, evicted, stale.stale_since),
-        EvictionReport(budget.cp_sat, budget.greedy, budget.spent, budget.violations),
+        EvictionReport(
+            tally.cp_sat,
+            tally.greedy,
+            tally.solver_seconds,
+            tally.violations,
+            tally.work,
+            tuple(tally.cut_short),
+        ),
     )
 
 
 def _pipeline_on_releasing(
-    state: EvictionState, audit: EvictionAudit, waiting: list[GangRequest], budget: _Budget
+    state: EvictionState, audit: EvictionAudit, waiting: list[GangRequest], tally: _Tally
 ) -> list[GangRequest]:
     """Allocate's pipelining: a gang that fits once Releasing pods are gone waits there, whole."""
     still: list[GangRequest] = []
     for gang in _in_order(state, waiting):
-        preemptor = Preemptor.of(gang, state.inputs.memory_mib)
+        preemptor = state.preemptor(gang)
         group = gang.group
         if state.ledger.check(group.queue, preemptor.request, group.preemptible) is not None:
             still.append(gang)
@@ -143,7 +164,7 @@ def _pipeline_on_releasing(
             still.append(gang)
             continue
         decision = EvictionDecision(None, gang.key, (), _pipelined(seats), "rule")
-        if not _commit(state, audit, decision, seats, budget):
+        if not _commit(state, audit, decision, seats, tally):
             still.append(gang)
     return still
 
@@ -153,27 +174,39 @@ def _run_action(
     audit: EvictionAudit,
     action: Action,
     waiting: list[GangRequest],
-    budget: _Budget,
+    budget: SearchBudget,
+    tally: _Tally,
 ) -> list[GangRequest]:
     still: list[GangRequest] = []
+    hopeful: list[GangRequest] = []
+    for gang in waiting:  # a cheap look first, so the ordering walks only gangs that may trigger
+        triggers = _may_trigger(state, action, state.preemptor(gang))
+        (hopeful if triggers else still).append(gang)
     failed: dict[tuple[object, ...], list[list[Resources]]] = {}
-    for gang in _in_order(state, waiting):
-        preemptor = Preemptor.of(gang, state.inputs.memory_mib)
-        signature = _signature(gang)
+    left = len(hopeful)
+    for gang in _in_order(state, hopeful):
+        left -= 1
+        if budget.exhausted:  # the rest wait for the next cycle
+            if action.value not in tally.cut_short:
+                tally.cut_short.append(action.value)
+            still.append(gang)
+            continue
+        preemptor = state.preemptor(gang)
+        signature = _signature(action, gang)
         if not _may_trigger(state, action, preemptor) or _known_to_fail(
             failed.get(signature, []), preemptor
         ):
             still.append(gang)
             continue
         options = victim_options(state, action, preemptor)
-        chosen = _choose(state, action, preemptor, options, budget) if options else []
+        chosen = _choose(state, action, preemptor, options, budget, left + 1) if options else []
         for scenario in chosen:
             decision = _decision(state, action, preemptor, scenario)
-            if _commit(state, audit, decision, [*scenario.seats, *scenario.moves], budget):
+            if _commit(state, audit, decision, [*scenario.seats, *scenario.moves], tally):
                 if scenario.answer == "cp-sat":
-                    budget.cp_sat += 1
+                    tally.cp_sat += 1
                 else:
-                    budget.greedy += 1
+                    tally.greedy += 1
                 break
         else:
             failed.setdefault(signature, []).append(_sizes(preemptor))
@@ -191,7 +224,8 @@ def _may_trigger(state: EvictionState, action: Action, preemptor: Preemptor) -> 
     if action is Action.RECLAIM:
         return refusal is None and can_reclaim(state, preemptor)
     # Preempt may free room under the queue's own limit, so only a quota refusal stops it.
-    return refusal is None or refusal.reason != "NonPreemptibleOverQuota"
+    quota_refused = refusal is not None and refusal.reason == NON_PREEMPTIBLE_OVER_QUOTA
+    return not quota_refused and may_preempt(state, preemptor)
 
 
 def _choose(
@@ -199,13 +233,14 @@ def _choose(
     action: Action,
     preemptor: Preemptor,
     options: Sequence[VictimOption],
-    budget: _Budget,
+    budget: SearchBudget,
+    models_left: int,
 ) -> list[Scenario]:
     """Valid scenarios, least disruptive first: the CP-SAT model's and the greedy search's."""
-    greedy = greedy_search(state, action, preemptor, options)
-    costs = pod_costs(state, options)
-    answer = cp_sat_search(state, action, preemptor, options, costs, greedy, budget.per_model())
-    budget.spent += answer.wall_seconds
+    greedy = greedy_search(state, action, preemptor, options, budget)
+    costs = PodCosts(state, options)
+    answer = cp_sat_search(state, action, preemptor, options, costs, greedy, budget, models_left)
+    budget.solver_spent += answer.wall_seconds
     found = [s for s in (answer.scenario, greedy) if s is not None]
     return sorted(found, key=lambda s: (disruption(s, costs), s.answer != "cp-sat"))
 
@@ -235,11 +270,11 @@ def _commit(
     audit: EvictionAudit,
     decision: EvictionDecision,
     seats: Sequence[Seat],
-    budget: _Budget,
+    tally: _Tally,
 ) -> bool:
     problems = audit.check(decision)
     if problems:
-        budget.violations += len(problems)
+        tally.violations += len(problems)
         return False
     audit.commit(decision)
     state.commit(decision, seats)
@@ -252,19 +287,29 @@ def _pipelined(seats: Sequence[Seat]) -> tuple[PipelinedPod, ...]:
 
 def _in_order(state: EvictionState, gangs: list[GangRequest]) -> Iterator[GangRequest]:
     inputs = state.inputs
+    asks = {gang.key: state.preemptor(gang).request for gang in gangs}
     return ordered_gangs(
         gangs,
         inputs.queues,
         inputs.shares,
         lambda name: state.ledger.allocated.get(name, Resources()),
-        lambda gang: Preemptor.of(gang, inputs.memory_mib).request,
+        lambda gang: asks[gang.key],
         inputs.total,
     )
 
 
-def _signature(gang: GangRequest) -> tuple[object, ...]:
+def _signature(action: Action, gang: GangRequest) -> tuple[object, ...]:
+    """What, besides the size of the ask, decides whether the action can help this gang.
+
+    Consolidation takes from any queue regardless of priority; reclaim depends on the
+    queue; preempt on the queue and the priority. Where pods may run matters to all.
+    """
     group = gang.group
     placements: tuple[Placement, ...] = tuple(sorted({p.placement for p in gang.core}, key=repr))
+    if action is Action.CONSOLIDATE:
+        return (placements,)
+    if action is Action.RECLAIM:
+        return (group.queue, group.preemptible, placements)
     return (group.queue, group.priority, group.preemptible, placements)
 
 

@@ -8,13 +8,21 @@ emptiest), one pod at a time, largest first.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Protocol
 
 from kai.engine.capacity import NodeCapacity
 from kai.engine.model import PlacementStrategy, Pod
 
 Seat = tuple[Pod, str, tuple[str, ...]]
 """A pod, the node it is seated on, and the shared devices it takes there."""
+
+
+class Meter(Protocol):
+    """Counts work done, so that a search can stop when its budget is spent."""
+
+    def spend(self, units: int) -> None: ...
 
 
 class Overlay(Mapping[str, NodeCapacity]):
@@ -43,14 +51,28 @@ class Overlay(Mapping[str, NodeCapacity]):
         return cap
 
 
+def occupy(cap: NodeCapacity, pod: Pod, gpu_groups: tuple[str, ...]) -> None:
+    """Take room for a pod already seated (on a copy of this node): named devices, opened if new.
+
+    `NodeCapacity.take` opens a device only for an unnamed slot; a seat found on a copy
+    names the device it opened there, which this node has not opened yet.
+    """
+    for group in gpu_groups:
+        if group not in cap.shared:
+            cap.whole_gpus -= 1
+            cap.shared[group] = 0
+            cap.opened += 1
+    cap.take(pod, gpu_groups)
+
+
 def release(cap: NodeCapacity, pod: Pod, gpu_groups: tuple[str, ...]) -> None:
     """Give a leaving pod's room back; a shared device nobody uses any more is whole again.
 
     A fractional pod whose devices are not named keeps its device memory taken: where
     it sat is unknown, so its memory is never counted free twice.
     """
-    cap.cpu += pod.request.cpu
-    cap.memory += pod.request.memory
+    cap.cpu += pod.cpu_millis
+    cap.memory += pod.memory_bytes
     cap.pods += 1
     cap.whole_gpus += pod.gpu.whole
     if not pod.gpu.is_fractional:
@@ -71,25 +93,45 @@ def seat_all(
     nodes: Iterable[str],
     eligible_for: Callable[[Pod], Callable[[str], bool]],
     strategy: PlacementStrategy,
+    meter: Meter | None = None,
 ) -> list[Seat] | None:
-    """Seat every pod on `nodes` (largest pods first), or None; `room` is changed either way."""
-    candidates = sorted(set(nodes))
+    """Seat every pod on `nodes` (largest pods first), or None; `room` is changed either way.
+
+    Nodes are kept ordered by free whole GPUs (fewest first to bin-pack, most first to
+    spread), so each pod takes the first node that fits instead of scanning them all.
+    Every node looked at is charged to `meter`.
+    """
+    spread = strategy is PlacementStrategy.SPREAD
+    order = sorted(_rank(room[name], name, spread) for name in set(nodes))
     seats: list[Seat] = []
+    visited = len(order)
     for pod in sorted(pods, key=_size_order):
         eligible = eligible_for(pod)
-        best: tuple[tuple[int, str], str] | None = None
-        for name in candidates:
-            cap = room[name]
-            if not eligible(name) or not cap.fits(pod):
-                continue
-            free = cap.whole_gpus - pod.gpu.whole
-            rank = (free if strategy is PlacementStrategy.BINPACK else -free, name)
-            if best is None or rank < best[0]:
-                best = (rank, name)
-        if best is None:
+        start = 0 if spread else bisect.bisect_left(order, (pod.gpu.whole, ""))
+        found = None
+        for position in range(start, len(order)):
+            visited += 1
+            free, name = order[position]
+            if spread and -free < pod.gpu.whole:
+                break
+            if eligible(name) and room[name].fits(pod):
+                found = position
+                break
+        if found is None:
+            if meter is not None:
+                meter.spend(visited)
             return None
-        seats.append((pod, best[1], room.writable(best[1]).take(pod)))
+        name = order.pop(found)[1]
+        cap = room.writable(name)
+        seats.append((pod, name, cap.take(pod)))
+        bisect.insort(order, _rank(cap, name, spread))
+    if meter is not None:
+        meter.spend(visited)
     return seats
+
+
+def _rank(cap: NodeCapacity, name: str, spread: bool) -> tuple[int, str]:
+    return (-cap.whole_gpus if spread else cap.whole_gpus, name)
 
 
 def _size_order(pod: Pod) -> tuple[int, object, object, str]:

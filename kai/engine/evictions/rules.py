@@ -33,34 +33,11 @@ from kai.engine.evictions.minruntime import (
     protected,
     reclaim_min_runtime,
 )
+from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.state import EvictionState
-from kai.engine.gangs import GangRequest, pod_resources
-from kai.engine.model import UNLIMITED, PlacementStrategy, Pod
+from kai.engine.model import UNLIMITED, PlacementStrategy
 from kai.engine.queue_order import allocatable_share
 from kai.engine.resources import RESOURCE_NAMES, ResourceName, Resources
-
-
-@dataclass(frozen=True)
-class Preemptor:
-    """A pending gang looking for room, and the pods it needs placed now."""
-
-    gang: GangRequest
-    pods: tuple[Pod, ...]
-    request: Resources  # the pods' resources as the gang's queue accounts them
-
-    @property
-    def key(self) -> str:
-        return self.gang.key
-
-    @property
-    def queue(self) -> str:
-        return self.gang.group.queue
-
-    @classmethod
-    def of(cls, gang: GangRequest, memory_mib: int) -> Preemptor:
-        """The gang core, or (for a gang already at its minimum) its next elastic pod."""
-        pods = gang.core or gang.elastic[:1]
-        return cls(gang, pods, sum((pod_resources(p, memory_mib) for p in pods), Resources()))
 
 
 @dataclass(frozen=True)
@@ -73,6 +50,7 @@ class VictimOption:
 class Verdict:
     rules: dict[str, str]  # evicted pod -> the rule that allowed it
     problem: str | None = None
+    final: bool = False  # the problem stays with any larger victim set
 
     @property
     def ok(self) -> bool:
@@ -111,15 +89,13 @@ def consolidation_on(state: EvictionState) -> bool:
 
 def may_consolidate(state: EvictionState, preemptor: Preemptor) -> bool:
     """Preemptible, and the cluster has the GPUs free (or being freed): a fragmentation problem."""
-    if not preemptor.gang.group.preemptible:
-        return False
-    free = Fraction(0)
-    for cap in state.future.values():
-        memory = cap.node.gpu_memory_mib
-        free += cap.whole_gpus + sum(
-            (Fraction(memory - used, memory) for used in cap.shared.values()), Fraction(0)
-        )
-    return free >= preemptor.request.gpu
+    return preemptor.gang.group.preemptible and state.free_gpus() >= preemptor.request.gpu
+
+
+def may_preempt(state: EvictionState, preemptor: Preemptor) -> bool:
+    """Its queue runs a preemptible gang of strictly lower priority."""
+    lowest = state.lowest_victim_priority(preemptor.queue)
+    return lowest is not None and lowest < preemptor.gang.group.priority
 
 
 def victim_options(
@@ -131,42 +107,109 @@ def victim_options(
     queues = state.inputs.queues
     group = preemptor.gang.group
     options: list[VictimOption] = []
-    for gang in state.running.values():
+    minimums: dict[str, float | None] = {}  # victim queue -> min-runtime; None: not a victim
+
+    def minimum_for(queue: str) -> float | None:
+        if queue in minimums:
+            return minimums[queue]
+        found: float | None
+        if action is Action.PREEMPT:
+            found = (
+                preempt_min_runtime(queues, queue, config.preempt_min_runtime_seconds)
+                if queue == group.queue
+                else None
+            )
+        elif action is Action.RECLAIM:
+            found = None
+            if queue != group.queue and _side_may_give(state, preemptor, queue):
+                found = reclaim_min_runtime(
+                    queues,
+                    group.queue,
+                    queue,
+                    config.reclaim_resolve_method,
+                    config.reclaim_min_runtime_seconds,
+                )
+        else:
+            found = 0.0
+        minimums[queue] = found
+        return found
+
+    if action is Action.PREEMPT:
+        candidates = state.running_in(group.queue)
+    elif action is Action.RECLAIM:
+        candidates = [
+            gang
+            for queue in state.running_queues()
+            if minimum_for(queue) is not None
+            for gang in state.running_in(queue)
+        ]
+    else:
+        candidates = list(state.running.values())
+    for gang in candidates:
         victim = gang.group
         if not victim.preemptible or gang.key == preemptor.key:
             continue
-        if action is Action.PREEMPT:
-            if victim.queue != group.queue or victim.priority >= group.priority:
-                continue
-            minimum = preempt_min_runtime(queues, victim.queue, config.preempt_min_runtime_seconds)
-        elif action is Action.RECLAIM:
-            if victim.queue == group.queue or not _side_may_give(state, preemptor, victim.queue):
-                continue
-            minimum = reclaim_min_runtime(
-                queues,
-                group.queue,
-                victim.queue,
-                config.reclaim_resolve_method,
-                config.reclaim_min_runtime_seconds,
-            )
-        else:
-            if any(pod.gpu.is_fractional for pod in gang.pods):
-                continue  # shared devices are not moved: their pods stay where they are
-            minimum = 0.0
+        if action is Action.PREEMPT and victim.priority >= group.priority:
+            continue
+        if action is Action.CONSOLIDATE and any(pod.gpu.is_fractional for pod in gang.pods):
+            continue  # shared devices are not moved: their pods stay where they are
+        minimum = minimum_for(victim.queue)
+        if minimum is None:
+            continue
         whole = not protected(victim, minimum, now)
         if whole or gang.elastic:
             options.append(VictimOption(gang, whole))
-    options.sort(key=lambda option: _victim_order(state, option.gang))
+    if action is Action.CONSOLIDATE:
+        options = _near_fitting(state, preemptor, options)
+    order = _VictimOrder(state)
+    options.sort(key=lambda option: order.key(option.gang))
     return options
 
 
-def _victim_order(state: EvictionState, gang: RunningGang) -> tuple[object, ...]:
-    """Lowest priority first, then the queue most over its fair share, then the newest start."""
-    share = state.inputs.shares.get(gang.queue)
-    held = state.ledger.allocated.get(gang.queue, Resources()).gpu
-    over = saturation(held, share.fair_share.gpu) if share is not None else Fraction(0)
-    started = gang.group.last_start.timestamp() if gang.group.last_start else 0.0
-    return (gang.group.priority, over is not None, -(over or 0), -started, gang.key)
+CONSOLIDATION_TARGET_NODES = 2
+"""Per preemptor pod, how many of the nodes closest to fitting it consolidation looks at."""
+
+
+def _near_fitting(
+    state: EvictionState, preemptor: Preemptor, options: list[VictimOption]
+) -> list[VictimOption]:
+    """Consolidation looks only at the gangs on the nodes that lack the fewest GPUs for the
+    preemptor's largest pod, the way KAI looks only at its first few victim jobs: moving
+    gangs off any other node frees less for more disruption.
+    """
+    size = max(pod.gpu.whole for pod in preemptor.pods)
+    movable: dict[str, int] = {}
+    for option in options:
+        for pod in option.gang.pods:
+            movable[pod.node or ""] = movable.get(pod.node or "", 0) + pod.gpu.whole
+    check = [state.inputs.eligible_for(pod) for pod in preemptor.pods]
+    lacking = []
+    for name, gpus in movable.items():
+        missing = size - state.future[name].whole_gpus
+        if 0 < missing <= gpus and any(eligible(name) for eligible in check):
+            lacking.append((missing, name))
+    lacking.sort()
+    targets = {name for _, name in lacking[: CONSOLIDATION_TARGET_NODES * len(preemptor.pods)]}
+    return [o for o in options if any(pod.node in targets for pod in o.gang.pods)]
+
+
+class _VictimOrder:
+    """KAI's reverse order for victims: lowest priority first, then the queue most over its fair
+    share (holding anything on a zero share counts as the most over), then the newest start."""
+
+    def __init__(self, state: EvictionState) -> None:
+        self._state = state
+        self._over: dict[str, tuple[bool, Fraction]] = {}
+
+    def key(self, gang: RunningGang) -> tuple[int, bool, Fraction, float, str]:
+        if gang.queue not in self._over:
+            share = self._state.inputs.shares.get(gang.queue)
+            held = self._state.ledger.allocated.get(gang.queue, Resources()).gpu
+            ratio = saturation(held, share.fair_share.gpu) if share is not None else Fraction(0)
+            self._over[gang.queue] = (ratio is not None, -Fraction(ratio or 0))
+        finite, over = self._over[gang.queue]
+        started = gang.group.last_start.timestamp() if gang.group.last_start else 0.0
+        return (gang.group.priority, finite, over, -started, gang.key)
 
 
 def _side_may_give(state: EvictionState, preemptor: Preemptor, victim_queue: str) -> bool:
@@ -196,19 +239,21 @@ def check(
             return Verdict({}, f"PodGroup {key} would be left running below its minimum")
         if len(pods) == len(gang.pods) and not option.whole_allowed:
             return Verdict({}, f"PodGroup {key} is protected by min-runtime")
+    freed = _freed_by_queue(state, evicted) if action is not Action.CONSOLIDATE else {}
     if action is not Action.CONSOLIDATE:
-        problem = _limits_problem(state, preemptor, evicted)
+        problem = _limits_problem(state, preemptor, freed)
         if problem is not None:
             return Verdict({}, problem)
     if action is Action.RECLAIM:
-        return _reclaim_verdict(state, preemptor, options, evicted)
+        return _reclaim_verdict(state, preemptor, options, evicted, freed)
     rule = LOWER_PRIORITY if action is Action.PREEMPT else MOVED
     return Verdict({pod: rule for pods in evicted.values() for pod in pods})
 
 
-def _limits_problem(state: EvictionState, preemptor: Preemptor, evicted: Evicted) -> str | None:
+def _limits_problem(
+    state: EvictionState, preemptor: Preemptor, freed: Mapping[str, Resources]
+) -> str | None:
     """The preemptor's queues stay within their limits once the victims have left."""
-    freed = _freed_by_queue(state, evicted)
     for queue in state.ledger.ancestry(preemptor.queue):
         used = state.ledger.allocated.get(queue.name, Resources()) - freed.get(
             queue.name, Resources()
@@ -222,10 +267,15 @@ def _limits_problem(state: EvictionState, preemptor: Preemptor, evicted: Evicted
 
 
 def _freed_by_queue(state: EvictionState, evicted: Evicted) -> dict[str, Resources]:
-    freed: dict[str, Resources] = {}
+    """What the evicted pods free, per queue: their leaf queues' and every ancestor's."""
+    per_leaf: dict[str, Resources] = {}
     for key, pods in evicted.items():
-        amount = sum((state.usage[pod] for pod in pods), Resources())
-        for queue in state.ledger.ancestry(state.groups[key].queue):
+        leaf = state.groups[key].queue
+        amount = sum((state.usage[pod] for pod in pods), per_leaf.get(leaf, Resources()))
+        per_leaf[leaf] = amount
+    freed: dict[str, Resources] = {}
+    for leaf, amount in per_leaf.items():
+        for queue in state.ledger.ancestry(leaf):
             freed[queue.name] = freed.get(queue.name, Resources()) + amount
     return freed
 
@@ -235,14 +285,19 @@ def _reclaim_verdict(
     preemptor: Preemptor,
     options: Mapping[str, VictimOption],
     evicted: Evicted,
+    freed: Mapping[str, Resources],
 ) -> Verdict:
     if not can_reclaim(state, preemptor):
-        return Verdict({}, f"queue {preemptor.queue} would go over its fair share")
+        return Verdict({}, f"queue {preemptor.queue} would go over its fair share", final=True)
     chunks_by_side: dict[str, list[tuple[Resources, tuple[str, ...]]]] = {}
     reclaimer_sides: dict[str, str] = {}
+    pairs: dict[str, tuple[str, str]] = {}
     for key in sorted(evicted):
         gang = options[key].gang
-        reclaimer_side, victim_side = leveled(state, preemptor.queue, gang.queue)
+        pair = pairs.get(gang.queue)
+        if pair is None:
+            pair = pairs[gang.queue] = leveled(state, preemptor.queue, gang.queue)
+        reclaimer_side, victim_side = pair
         reclaimer_sides[victim_side] = reclaimer_side
         for chunk in gang.chunks(evicted[key]):
             amount = sum((state.usage[pod.key] for pod in chunk), Resources())
@@ -253,12 +308,14 @@ def _reclaim_verdict(
     for side, chunks in sorted(chunks_by_side.items()):
         found = _side_rules(state, preemptor, reclaimer_sides[side], side, chunks)
         if found is None:
+            # Taking more from a side never helps it stay above its share: no larger set passes.
             return Verdict(
                 {},
                 f"queue {side} would fall to its fair share or deserved quota before the last pod",
+                final=True,
             )
         rules.update(found)
-    problem = _saturation_problem(state, preemptor, _freed_by_queue(state, evicted), evicted)
+    problem = _saturation_problem(state, preemptor, freed, evicted)
     return Verdict(rules, problem)
 
 

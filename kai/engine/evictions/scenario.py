@@ -8,10 +8,12 @@ lowest priorities (weighted by the GPUs they hold), then the most recently start
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from math import ceil
 
+from kai.engine.evictions.gangs import RunningGang
 from kai.engine.evictions.room import Seat
 from kai.engine.evictions.rules import Verdict, VictimOption
 from kai.engine.evictions.state import EvictionState
@@ -35,24 +37,46 @@ class Scenario:
     answer: str  # "greedy" or "cp-sat"
 
 
-def pod_costs(state: EvictionState, options: Iterable[VictimOption]) -> dict[str, PodCost]:
-    gangs = [option.gang for option in options]
-    priorities = sorted({gang.group.priority for gang in gangs})
-    starts = sorted(
-        {gang.group.last_start.timestamp() if gang.group.last_start else 0.0 for gang in gangs},
-        reverse=True,
-    )
-    costs: dict[str, PodCost] = {}
-    for gang in gangs:
-        start = gang.group.last_start.timestamp() if gang.group.last_start else 0.0
-        for pod in gang.pods:
-            gpus = ceil(state.usage[pod.key].gpu * GPU_UNITS)
-            costs[pod.key] = PodCost(
+class PodCosts(Mapping[str, PodCost]):
+    """Each candidate victim pod's cost, worked out when first asked for (most never are)."""
+
+    def __init__(self, state: EvictionState, options: Iterable[VictimOption]) -> None:
+        self._state = state
+        self._gang_of: dict[str, RunningGang] = {}
+        gangs = [option.gang for option in options]
+        for gang in gangs:
+            for pod in gang.pods:
+                self._gang_of[pod.key] = gang
+        self._priorities = _ranks(gang.group.priority for gang in gangs)
+        self._starts = _ranks(-_started(gang.group.last_start) for gang in gangs)
+        self._known: dict[str, PodCost] = {}
+
+    def __getitem__(self, pod: str) -> PodCost:
+        cost = self._known.get(pod)
+        if cost is None:
+            group = self._gang_of[pod].group
+            gpus = ceil(self._state.usage[pod].gpu * GPU_UNITS)
+            cost = self._known[pod] = PodCost(
                 gpus,
-                (gpus + 1) * priorities.index(gang.group.priority),
-                starts.index(start),
+                (gpus + 1) * self._priorities[group.priority],
+                self._starts[-_started(group.last_start)],
             )
-    return costs
+        return cost
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._gang_of)
+
+    def __len__(self) -> int:
+        return len(self._gang_of)
+
+
+def _started(moment: datetime | None) -> float:
+    return moment.timestamp() if moment is not None else 0.0
+
+
+def _ranks(values: Iterable[float]) -> dict[float, int]:
+    """Each distinct value's rank, smallest first."""
+    return {value: rank for rank, value in enumerate(sorted(set(values)))}
 
 
 def disruption(scenario: Scenario, costs: Mapping[str, PodCost]) -> tuple[int, int, int]:

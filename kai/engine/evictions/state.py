@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from kai.engine.budget import QueueBudget
 from kai.engine.capacity import NodeCapacity, initial_capacity
 from kai.engine.evictions.decisions import Eviction, EvictionDecision, PipelinedPod
 from kai.engine.evictions.gangs import RunningGang, running_gangs
-from kai.engine.evictions.room import Overlay, Seat, release
+from kai.engine.evictions.preemptors import Preemptor
+from kai.engine.evictions.room import Overlay, Seat, occupy, release
 from kai.engine.fairshare import QueueShare
 from kai.engine.gangs import GangRequest, pod_resources
 from kai.engine.greedy import PodPlacement
@@ -34,7 +36,7 @@ class EvictionInputs:
     queues: Mapping[str, Queue]
     shares: Mapping[str, QueueShare]  # fair shares computed at the start of the cycle
     total: Resources
-    ledger: QueueBudget  # queue usage after this cycle's bindings
+    ledger: QueueBudget  # queue usage before this cycle's bindings
     placements: Mapping[str, PodPlacement]  # this cycle's bindings
     unplaced: Sequence[GangRequest]  # gangs allocation left pending, each with pods to place
     eligible_for: Callable[[Pod], Callable[[str], bool]]
@@ -53,6 +55,10 @@ class EvictionState:
     decisions: list[EvictionDecision] = field(default_factory=list)
     evicted: dict[str, Eviction] = field(default_factory=dict)
     pipelined: dict[str, PipelinedPod] = field(default_factory=dict)
+    _preemptors: dict[str, Preemptor] = field(default_factory=dict)
+    _free_gpus: Fraction | None = None
+    _lowest_victim_priority: dict[str, int] | None = None
+    _by_queue: dict[str, list[RunningGang]] | None = None
 
     @classmethod
     def start(cls, inputs: EvictionInputs) -> EvictionState:
@@ -62,7 +68,7 @@ class EvictionState:
         future = initial_capacity(snapshot.nodes, staying)
         for placement in inputs.placements.values():
             if placement.node in future:
-                future[placement.node].take(placement.pod, placement.gpu_groups)
+                occupy(future[placement.node], placement.pod, placement.gpu_groups)
         running = running_gangs(snapshot.pod_groups, snapshot.pods)
         usage = {
             pod.key: pod_resources(pod, nodes[pod.node].gpu_memory_mib)
@@ -72,6 +78,11 @@ class EvictionState:
         }
         ledger = QueueBudget(inputs.queues, inputs.ledger.allocated, inputs.ledger.allocated_np)
         groups = {group.key: group for group in snapshot.pod_groups}
+        for placement in inputs.placements.values():
+            # Bound pods count as running pods do: a gpu-memory request on the node's devices.
+            group = groups[placement.pod.group]
+            memory = nodes[placement.node].gpu_memory_mib
+            ledger.add(group.queue, pod_resources(placement.pod, memory), group.preemptible)
         occupants: dict[tuple[str, str], set[str]] = {}
         sitting = [(pod.key, pod.node, pod.gpu_groups) for pod in staying]
         sitting += [(p.pod.key, p.node, p.gpu_groups) for p in inputs.placements.values()]
@@ -86,6 +97,53 @@ class EvictionState:
 
     def room(self) -> Overlay:
         return Overlay(self.future)
+
+    def preemptor(self, gang: GangRequest) -> Preemptor:
+        found = self._preemptors.get(gang.key)
+        if found is None:
+            found = self._preemptors[gang.key] = Preemptor.of(gang, self.inputs.memory_mib)
+        return found
+
+    def free_gpus(self) -> Fraction:
+        """GPUs free once everything leaving has left, shared devices counting their free part."""
+        if self._free_gpus is None:
+            free = Fraction(0)
+            for cap in self.future.values():
+                memory = cap.node.gpu_memory_mib
+                free += cap.whole_gpus + Fraction(
+                    sum(memory - used for used in cap.shared.values()), memory
+                )
+            self._free_gpus = free
+        return self._free_gpus
+
+    def running_in(self, queue: str) -> list[RunningGang]:
+        """The queue's running gangs."""
+        return self._running_by_queue().get(queue, [])
+
+    def running_queues(self) -> list[str]:
+        """The queues that run gangs, by name."""
+        return sorted(self._running_by_queue())
+
+    def _running_by_queue(self) -> dict[str, list[RunningGang]]:
+        if self._by_queue is None:
+            by_queue: dict[str, list[RunningGang]] = {}
+            for gang in self.running.values():
+                by_queue.setdefault(gang.queue, []).append(gang)
+            self._by_queue = by_queue
+        return self._by_queue
+
+    def lowest_victim_priority(self, queue: str) -> int | None:
+        """The lowest priority among the queue's running preemptible gangs, if it has any."""
+        if self._lowest_victim_priority is None:
+            lowest: dict[str, int] = {}
+            for gang in self.running.values():
+                group = gang.group
+                if group.preemptible:
+                    lowest[group.queue] = min(
+                        lowest.get(group.queue, group.priority), group.priority
+                    )
+            self._lowest_victim_priority = lowest
+        return self._lowest_victim_priority.get(queue)
 
     def commit(self, decision: EvictionDecision, seats: Sequence[Seat]) -> None:
         """Apply a checked decision: victims leave (their room frees), seated pods are pipelined."""
@@ -107,7 +165,7 @@ class EvictionState:
             else:
                 del self.running[key]
         for (pod, node, gpu_groups), record in zip(seats, decision.pipelined, strict=True):
-            self.future[node].take(pod, gpu_groups)
+            occupy(self.future[node], pod, gpu_groups)
             for device in gpu_groups:
                 self.occupants.setdefault((node, device), set()).add(pod.key)
             group = self.groups[pod.group]
@@ -118,3 +176,6 @@ class EvictionState:
             )
             self.pipelined[record.pod] = record
         self.decisions.append(decision)
+        self._free_gpus = None
+        self._lowest_victim_priority = None
+        self._by_queue = None

@@ -18,7 +18,7 @@ the rules in exact arithmetic, so a rounding slip costs an answer, never a wrong
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from math import ceil, floor
@@ -26,11 +26,12 @@ from math import ceil, floor
 from ortools.sat.python import cp_model
 
 from kai.engine.capacity import NodeCapacity
+from kai.engine.evictions.budget import SearchBudget
 from kai.engine.evictions.decisions import Action
 from kai.engine.evictions.greedy_search import preemptor_nodes, seat_elsewhere
+from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.room import Overlay, Seat, release, seat_all
 from kai.engine.evictions.rules import (
-    Preemptor,
     VictimOption,
     check,
     leveled,
@@ -49,9 +50,20 @@ _RULE_UNITS: dict[ResourceName, Fraction] = {
     "memory": Fraction(1, 2**26),  # 64 MiB: products of two amounts stay far from 2**63
 }
 _MAX_WEIGHT = 2**61
+_NEVER = 2**31
+MODEL_NODES_PER_POD = 4
+MODEL_NODES_EXTRA = 8
+"""On a large cluster a model covers this many nodes per preemptor pod, plus a few."""
 _DETERMINISTIC_TIME_PER_SECOND = 0.5
 
-ShapeKey = tuple[int, Fraction, Fraction, frozenset[str]]
+Value = Callable[[cp_model.IntVar], int]
+"""A variable's value in a given solution."""
+Derivation = Callable[[Value], int]
+"""How an auxiliary variable's value follows from the others' in a solution."""
+ShapeKey = tuple[int, int, int, frozenset[str]]
+"""Whole GPUs, millicores and bytes (rounded up), and the nodes the pod may use."""
+Room = tuple[int, int, int, int]
+"""Whole GPUs, millicores, bytes (rounded down) and pod slots."""
 
 
 @dataclass(frozen=True)
@@ -68,15 +80,24 @@ def cp_sat_search(
     options: Sequence[VictimOption],
     costs: Mapping[str, PodCost],
     hint: Scenario | None,
-    time_limit: float,
+    budget: SearchBudget,
+    models_left: int,
 ) -> Answer:
-    """The least disruptive valid scenario the solver finds within `time_limit`, if any.
+    """The least disruptive valid scenario the solver finds within the budget, if any.
 
     Fractional preemptor pods are left to the greedy search (the model counts whole GPUs).
+    Building the model is charged to the budget by its size; solving, by time: an even share
+    of what is left among the `models_left` preemptors still to come in this action.
     """
-    if any(pod.gpu.is_fractional for pod in preemptor.pods) or time_limit <= 0:
+    if any(pod.gpu.is_fractional for pod in preemptor.pods):
         return Answer(None, 0.0, "not-modelled")
-    built = _VictimModel(state, action, preemptor, options, costs)
+    victims = sum(len(option.gang.pods) for option in options)
+    size = len(state.future) * (2 if action is Action.CONSOLIDATE else 1) + victims
+    if not budget.may_model(size, models_left):
+        return Answer(None, 0.0, "over-budget")
+    time_limit = budget.model_seconds(models_left)
+    budget.spend_model(size)
+    built = _VictimModel(state, action, preemptor, options, costs, hint)
     if not built.nodes:
         return Answer(None, 0.0, "no-room")
     if hint is not None:
@@ -104,6 +125,7 @@ class _VictimModel:
         preemptor: Preemptor,
         options: Sequence[VictimOption],
         costs: Mapping[str, PodCost],
+        hint: Scenario | None,
     ) -> None:
         self.state, self.action, self.preemptor = state, action, preemptor
         self.options = {option.gang.key: option for option in options}
@@ -122,7 +144,10 @@ class _VictimModel:
                 self.victims_on[pod.node or ""].append(pod)
                 self.pod_group[pod.key] = option.gang.key
         self.under: dict[str, list[str]] = defaultdict(list)  # queue -> candidate pods beneath
-        self.nodes = self._relevant_nodes()
+        self._potentials: dict[str, Room] = {}
+        # Variables whose value follows from the others: hinted by evaluating these rules.
+        self.derived: list[tuple[cp_model.IntVar, Derivation]] = []
+        self.nodes = self._relevant_nodes(hint)
         self.evict: dict[str, cp_model.IntVar] = {}  # pod -> its eviction literal
         self.whole: dict[str, cp_model.IntVar] = {}  # gang -> evicted whole
         self.place: dict[tuple[int, str], cp_model.IntVar] = {}  # (shape, node) -> pods
@@ -146,34 +171,72 @@ class _VictimModel:
         self._add_objective()
 
     # -- nodes and shapes ----------------------------------------------------------------
-    def _relevant_nodes(self) -> list[str]:
-        """Nodes where at least one preemptor pod could fit if every candidate victim there left."""
-        relevant = []
-        for name in sorted(self.eligible_nodes):
-            potential = self._potential(name)
-            if any(
-                name in nodes and _fits_amounts(potential, whole, cpu, memory)
-                for (whole, cpu, memory, nodes) in self.shapes
-            ):
-                relevant.append(name)
-        return relevant
+    def _relevant_nodes(self, hint: Scenario | None) -> list[str]:
+        """Nodes where a preemptor pod could fit if every candidate victim there left.
 
-    def _potential(self, name: str) -> tuple[int, Fraction, Fraction, int]:
+        On a large cluster only the nodes cheapest to free are kept (with those the hint
+        uses): the model is exact over them, and small enough to solve within a cycle.
+        """
+        fitting = [
+            name
+            for name in sorted(self.eligible_nodes)
+            if any(
+                name in nodes and _fits_amounts(self._potential(name), whole, cpu, memory)
+                for (whole, cpu, memory, nodes) in self.shapes
+            )
+        ]
+        most = MODEL_NODES_PER_POD * len(self.preemptor.pods) + MODEL_NODES_EXTRA
+        if len(fitting) <= most:
+            return fitting
+        kept: set[str] = set()
+        if hint is not None:
+            kept |= {node for _, node, _ in hint.seats}
+            kept |= {pod.node or "" for key in hint.evicted for pod in self.options[key].gang.pods}
+        size = max(pod.gpu.whole for pod in self.preemptor.pods)
+        for name in sorted(fitting, key=lambda name: (self._freeing_cost(name, size), name)):
+            if len(kept) >= most:
+                break
+            kept.add(name)
+        return sorted(kept.intersection(fitting))
+
+    def _freeing_cost(self, name: str, size: int) -> int:
+        """Fewest GPUs to evict (whole gangs counted whole) for `size` free GPUs on the node."""
+        missing = size - self.state.future[name].whole_gpus
+        if missing <= 0:
+            return 0
+        best: dict[int, int] = {0: 0}  # GPUs freed here -> least GPUs evicted for it
+        for pod in self.victims_on.get(name, []):
+            option = self.options[self.pod_group[pod.key]]
+            gang = option.gang
+            cost = pod.gpu.whole if gang.elastic else sum(p.gpu.whole for p in gang.pods)
+            for freed, spent in list(best.items()):
+                total = min(missing, freed + pod.gpu.whole)
+                if spent + cost < best.get(total, _NEVER):
+                    best[total] = spent + cost
+        return best.get(missing, _NEVER)
+
+    def _potential(self, name: str) -> Room:
+        """GPUs, cpu, memory and pod slots the node would have free if all its candidates left."""
+        found = self._potentials.get(name)
+        if found is None:
+            found = self._potentials[name] = self._compute_potential(name)
+        return found
+
+    def _compute_potential(self, name: str) -> Room:
         cap = self.state.future[name]
-        victims = self.victims_on.get(name, [])
-        keys = {pod.key for pod in victims}
-        freeable = sum(
-            1
-            for device in cap.shared
-            if self.state.occupants.get((name, device), set()) <= keys
-            and self.state.occupants.get((name, device))
-        )
-        return (
-            cap.whole_gpus + sum(p.gpu.whole for p in victims) + freeable,
-            cap.cpu + sum((p.request.cpu for p in victims), Fraction(0)),
-            cap.memory + sum((p.request.memory for p in victims), Fraction(0)),
-            cap.pods + len(victims),
-        )
+        gpus, cpu, memory, slots = cap.whole_gpus, floor(cap.cpu), floor(cap.memory), cap.pods
+        victims = self.victims_on.get(name)
+        if victims:
+            keys = {pod.key for pod in victims}
+            for device in cap.shared:
+                holders = self.state.occupants.get((name, device))
+                gpus += bool(holders) and holders is not None and holders <= keys
+            for pod in victims:  # integral amounts, rounded down: the room is never overstated
+                gpus += pod.gpu.whole
+                cpu += floor(pod.request.cpu)
+                memory += floor(pod.request.memory)
+            slots += len(victims)
+        return (gpus, cpu, memory, slots)
 
     # -- variables -------------------------------------------------------------------------
     def _add_victims(self) -> None:
@@ -226,10 +289,14 @@ class _VictimModel:
             for pod in self.options[key].gang.pods:
                 if pod.key in self.evict:
                     by_shape[self.shape_of(pod)].append(pod)
+        relevant = set(self.nodes)
         for index, ((whole, cpu, memory, nodes), pods) in enumerate(by_shape.items()):
             self.moved_shapes.append(pods)
             terms = []
             for name in sorted(nodes):
+                # A moved pod goes where there is room now, or where other victims leave room.
+                if name not in relevant and self.state.future[name].whole_gpus < whole:
+                    continue
                 most = _fit_count(self._potential(name), whole, cpu, memory, len(pods))
                 if most <= 0:
                     continue
@@ -247,24 +314,23 @@ class _VictimModel:
                 for literal in literals:
                     self.model.add(any_var >= literal)
                 touched.append(any_var)
+                self.derived.append((any_var, _any_of(literals)))
         self.model.add(sum(touched) <= self.state.config.evictions.max_consolidation_preemptees)
 
     def _add_capacity(self) -> None:
         model, state = self.model, self.state
-        moved_targets = {name for (_, name) in self.move}
-        for name in sorted(set(self.nodes) | moved_targets):
+        seated_on: dict[str, dict[str, list[cp_model.LinearExprT]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+        for (index, node), var in self.place.items():
+            whole, cpu, memory, _ = self.shape_keys[index]
+            _add_demand(seated_on[node], var, whole, cpu, memory)
+        for (index, node), var in self.move.items():
+            pod = self.moved_shapes[index][0]
+            _add_demand(seated_on[node], var, pod.gpu.whole, pod.request.cpu, pod.request.memory)
+        for name in sorted(seated_on):
             cap = state.future[name]
-            seated: dict[str, list[cp_model.LinearExprT]] = defaultdict(list)
-            for (index, node), var in self.place.items():
-                if node == name:
-                    whole, cpu, memory, _ = self.shape_keys[index]
-                    _add_demand(seated, var, whole, cpu, memory)
-            for (index, node), var in self.move.items():
-                if node == name:
-                    pod = self.moved_shapes[index][0]
-                    _add_demand(seated, var, pod.gpu.whole, pod.request.cpu, pod.request.memory)
-            if not seated:
-                continue
+            seated = seated_on[name]
             freed: dict[str, list[cp_model.LinearExprT]] = defaultdict(list)
             for pod in self.victims_on.get(name, []):
                 leaves = self.evict.get(pod.key)
@@ -292,9 +358,11 @@ class _VictimModel:
             if not holders or any(key not in self.evict for key in holders):
                 continue
             var = self.model.new_bool_var(f"freed[{name},{device}]")
-            for key in sorted(holders):
-                self.model.add(var <= self.evict[key])
+            literals = [self.evict[key] for key in sorted(holders)]
+            for literal in literals:
+                self.model.add(var <= literal)
             self.freed_device[name, device] = var
+            self.derived.append((var, _all_of(literals)))
             freed.append(var)
         return freed
 
@@ -315,12 +383,17 @@ class _VictimModel:
 
     def _freed_under(self, queue: str, name: ResourceName, up: bool) -> cp_model.LinearExprT:
         """Scaled amount of a resource the evicted pods under a queue free."""
-        terms: list[cp_model.LinearExprT] = []
+        return sum(coefficient * var for coefficient, var in self._freed_terms(queue, name, up))
+
+    def _freed_terms(
+        self, queue: str, name: ResourceName, up: bool
+    ) -> list[tuple[int, cp_model.IntVar]]:
+        terms: list[tuple[int, cp_model.IntVar]] = []
         for pod_key in self.under.get(queue, []):
             amount = self.state.usage[pod_key].get(name)
             if amount:
-                terms.append(_scaled(name, amount, up) * self.evict[pod_key])
-        return sum(terms)
+                terms.append((_scaled(name, amount, up), self.evict[pod_key]))
+        return terms
 
     # -- reclaim rules ---------------------------------------------------------------------
     def _add_reclaim_rules(self) -> None:
@@ -355,29 +428,67 @@ class _VictimModel:
         last = [model.new_bool_var(f"last[{side},{i}]") for i in range(len(chunks))]
         for flag, (chosen, _) in zip(last, chunks, strict=True):
             model.add(flag <= chosen)
-        model.add(sum(last) <= 1)
-        for literal in _distinct(literals):
-            model.add(literal <= sum(last))
+        gives = model.new_bool_var(f"gives[{side}]")  # something is taken from this side
+        distinct = _distinct(literals)
+        for literal in distinct:
+            model.add(literal <= gives)
+        model.add(sum(last) == gives)
+        self.derived.append((gives, _any_of(distinct)))
+        pods = [pod for key in gangs for pod in self.options[key].gang.pods]
+        names = sorted(threshold)
+        held_units = {n: _scaled(n, held.get(n), False) for n in names}
+        need = {n: _scaled(n, threshold[n], True) + 1 for n in names}
+        taken_terms = {
+            n: [
+                (_scaled(n, state.usage[pod.key].get(n), True), self.evict[pod.key])
+                for pod in pods
+                if state.usage[pod.key].get(n)
+            ]
+            for n in names
+        }
+        kept = [{n: _scaled(n, amount.get(n), False) for n in names} for _, amount in chunks]
+
+        remembered: dict[int, int | None] = {}  # per solution evaluated: its chosen last chunk
+
+        def chosen_last(value: Value) -> int | None:
+            if id(value) not in remembered:
+                taken = {n: sum(c * value(v) for c, v in taken_terms[n]) for n in names}
+                remembered[id(value)] = next(
+                    (
+                        i
+                        for i, (chosen, _) in enumerate(chunks)
+                        if value(chosen)
+                        and any(held_units[n] - taken[n] + kept[i][n] >= need[n] for n in names)
+                    ),
+                    None,
+                )
+            return remembered[id(value)]
+
+        def left_with(value: Value, index: int, name: ResourceName) -> int:
+            taken = sum(c * value(v) for c, v in taken_terms[name])
+            return held_units[name] - taken + kept[index][name]
+
+        def is_last(index: int) -> Derivation:
+            return lambda value: int(chosen_last(value) == index)
+
+        for index, flag in enumerate(last):
+            self.derived.append((flag, is_last(index)))
         above: list[cp_model.IntVar] = []
-        for name, bound in sorted(threshold.items()):
+        for name in names:
             flag = model.new_bool_var(f"above[{side},{name}]")
-            taken = sum(
-                _scaled(name, state.usage[pod.key].get(name), True) * self.evict[pod.key]
-                for key in gangs
-                for pod in self.options[key].gang.pods
-                if state.usage[pod.key].get(name)
-            )
             kept_last = sum(
-                _scaled(name, amount.get(name), False) * flag_last
-                for flag_last, (_, amount) in zip(last, chunks, strict=True)
-                if amount.get(name)
+                kept[i][name] * flag_last for i, flag_last in enumerate(last) if kept[i][name]
             )
-            model.add(
-                _scaled(name, held.get(name), False) - taken + kept_last
-                >= _scaled(name, bound, True) + 1
-            ).only_enforce_if(flag)
+            taken = sum(c * v for c, v in taken_terms[name])
+            model.add(held_units[name] - taken + kept_last >= need[name]).only_enforce_if(flag)
             above.append(flag)
-        model.add(sum(above) >= sum(last))
+
+            def is_above(value: Value, name: ResourceName = name) -> int:
+                index = chosen_last(value)
+                return int(index is not None and left_with(value, index, name) >= need[name])
+
+            self.derived.append((flag, is_above))
+        model.add(sum(above) >= gives)
 
     def _add_saturation_rules(self) -> None:
         """At each level of the reclaimer's path, no touched sibling may end up less saturated."""
@@ -395,6 +506,7 @@ class _VictimModel:
                 touched = model.new_bool_var(f"touched[{level.name},{sibling}]")
                 for pod_key in under[sibling]:
                     model.add(touched >= self.evict[pod_key])
+                self.derived.append((touched, _any_of([self.evict[k] for k in under[sibling]])))
                 involved = set(asked)
                 for pod_key in under[sibling]:
                     involved |= {n for n, v in state.usage[pod_key].items() if v > 0}
@@ -403,9 +515,9 @@ class _VictimModel:
                 for name in sorted(involved):
                     if sibling_fair.get(name) <= 0:
                         continue
-                    mine = _scaled(name, held.get(name), False) - self._freed_under(
-                        level.name, name, up=False
-                    )
+                    mine_terms = self._freed_terms(level.name, name, up=False)
+                    mine_held = _scaled(name, held.get(name), False)
+                    mine = mine_held - sum(c * v for c, v in mine_terms)
                     theirs = _scaled(name, sibling_held.get(name), False) - self._freed_under(
                         sibling, name, up=True
                     )
@@ -416,6 +528,7 @@ class _VictimModel:
                         continue
                     over = model.new_bool_var(f"over[{level.name},{sibling},{name}]")
                     model.add(mine <= fair_mine).only_enforce_if(over.Not())
+                    self.derived.append((over, _exceeds(mine_held, mine_terms, fair_mine)))
                     # mine/fair_mine * multiplier < theirs/fair_theirs, cross-multiplied.
                     model.add(
                         mine * multiplier.numerator * fair_theirs
@@ -435,27 +548,44 @@ class _VictimModel:
             tiers.append(
                 Tier(field, sum(w * v for w, (v, _) in zip(weights, items, strict=True)), bound)
             )
+        # Last, a fixed preference among otherwise equal answers (the variables' order of
+        # creation follows the gangs' names), so that the optimum, and the answer, is unique.
+        tiers.append(Tier("order", sum(i * v for i, (v, _) in enumerate(items)), len(items) ** 2))
         while len(tiers) > 1 and _span(tiers) >= _MAX_WEIGHT:
             tiers.pop()  # the least important tier gives way; exact comparison happens later
         self.model.minimize(Stage(tuple(tiers)).objective())
 
     def add_hint(self, hint: Scenario) -> None:
+        """Hint every variable with the given scenario, so the solver starts from a solution."""
+        values: dict[int, int] = {}
         evicted = {pod for pods in hint.evicted.values() for pod in pods}
-        hinted: set[int] = set()
         for key, var in self.whole.items():
-            whole = len(hint.evicted.get(key, ())) == len(self.options[key].gang.pods)
-            self.model.add_hint(var, int(whole))
-            hinted.add(var.index)
+            values[var.index] = int(
+                len(hint.evicted.get(key, ())) == len(self.options[key].gang.pods)
+            )
         for pod_key, var in self.evict.items():
-            if var.index not in hinted:
-                self.model.add_hint(var, int(pod_key in evicted))
-                hinted.add(var.index)
-        counts: dict[tuple[int, str], int] = defaultdict(int)
+            values.setdefault(var.index, int(pod_key in evicted))
         index_of = {key: i for i, key in enumerate(self.shape_keys)}
+        placed: dict[tuple[int, str], int] = defaultdict(int)
         for pod, node, _ in hint.seats:
-            counts[index_of[self.shape_of(pod)], node] += 1
+            placed[index_of[self.shape_of(pod)], node] += 1
         for slot, var in self.place.items():
-            self.model.add_hint(var, counts.get(slot, 0))
+            values[var.index] = placed.get(slot, 0)
+        moved_index = {pod.key: i for i, pods in enumerate(self.moved_shapes) for pod in pods}
+        moved: dict[tuple[int, str], int] = defaultdict(int)
+        for pod, node, _ in hint.moves:
+            if pod.key in moved_index:
+                moved[moved_index[pod.key], node] += 1
+        for slot, var in self.move.items():
+            values[var.index] = moved.get(slot, 0)
+
+        def value(var: cp_model.IntVar) -> int:
+            return values.get(var.index, 0)
+
+        for var, derivation in self.derived:
+            values[var.index] = derivation(value)
+        for index, hinted in sorted(values.items()):
+            self.model.add_hint(self.model.get_int_var_from_proto_index(index), hinted)
 
     # -- decoding --------------------------------------------------------------------------
     def decode(self, solver: cp_model.CpSolver) -> Scenario | None:
@@ -488,7 +618,17 @@ class _VictimModel:
         return Scenario(frozen, tuple(seats), tuple(moves), verdict, "cp-sat")
 
     def _seat(self, solver: cp_model.CpSolver, room: Overlay) -> list[Seat] | None:
-        """The preemptor's pods where the solver counted them, or anywhere they fit if that fails."""
+        """The preemptor's pods seated on the freed room by KAI's node order, as the greedy
+        search would seat them; where that fails, where the solver counted them.
+
+        Seating by node order makes the answer depend only on the chosen victims, not on
+        which of several equal placements the solver happened to report.
+        """
+        trial = Overlay(room)
+        by_order = self._seat_anywhere(trial)
+        if by_order is not None:
+            room.changed.update(trial.changed)
+            return by_order
         trial = Overlay(room)
         seats: list[Seat] = []
         for index, key in enumerate(self.shape_keys):
@@ -500,10 +640,10 @@ class _VictimModel:
                     pod = waiting.pop()
                     cap = trial.writable(node)
                     if not cap.fits(pod):
-                        return self._seat_anywhere(room)
+                        return None
                     seats.append((pod, node, cap.take(pod)))
         if len(seats) != len(self.preemptor.pods):
-            return self._seat_anywhere(room)
+            return None
         room.changed.update(trial.changed)
         return seats
 
@@ -540,7 +680,20 @@ class _ShapeIndex:
             nodes = self._nodes[pod.placement] = frozenset(
                 name for name in self._state.future if allowed(name)
             )
-        return (pod.gpu.whole, pod.request.cpu, pod.request.memory, nodes)
+        return (pod.gpu.whole, ceil(pod.request.cpu), ceil(pod.request.memory), nodes)
+
+
+def _any_of(literals: Sequence[cp_model.IntVar]) -> Derivation:
+    return lambda value: int(any(value(literal) for literal in literals))
+
+
+def _all_of(literals: Sequence[cp_model.IntVar]) -> Derivation:
+    return lambda value: int(all(value(literal) for literal in literals))
+
+
+def _exceeds(held: int, freed: Sequence[tuple[int, cp_model.IntVar]], bound: int) -> Derivation:
+    """1 when what is held, less what the chosen victims free, is above the bound."""
+    return lambda value: int(held - sum(c * value(v) for c, v in freed) > bound)
 
 
 def _distinct(literals: Iterable[cp_model.IntVar]) -> list[cp_model.IntVar]:
@@ -551,18 +704,16 @@ def _distinct(literals: Iterable[cp_model.IntVar]) -> list[cp_model.IntVar]:
     return list(seen.values())
 
 
-def _fits_amounts(
-    potential: tuple[int, Fraction, Fraction, int], whole: int, cpu: Fraction, memory: Fraction
-) -> bool:
+def _fits_amounts(potential: Room, whole: int, cpu: int, memory: int) -> bool:
     gpus, free_cpu, free_memory, slots = potential
     return slots >= 1 and whole <= gpus and cpu <= free_cpu and memory <= free_memory
 
 
 def _fit_count(
-    potential: tuple[int, Fraction, Fraction, int],
+    potential: Room,
     whole: int,
-    cpu: Fraction,
-    memory: Fraction,
+    cpu: int,
+    memory: int,
     most: int,
 ) -> int:
     gpus, free_cpu, free_memory, slots = potential
@@ -570,9 +721,9 @@ def _fit_count(
     if whole:
         count = min(count, gpus // whole)
     if cpu:
-        count = min(count, floor(free_cpu / cpu))
+        count = min(count, free_cpu // cpu)
     if memory:
-        count = min(count, floor(free_memory / memory))
+        count = min(count, free_memory // memory)
     return max(0, count)
 
 
@@ -580,8 +731,8 @@ def _add_demand(
     seated: dict[str, list[cp_model.LinearExprT]],
     var: cp_model.IntVar,
     whole: int,
-    cpu: Fraction,
-    memory: Fraction,
+    cpu: Fraction | int,
+    memory: Fraction | int,
 ) -> None:
     seated["pods"].append(var)
     if whole:
@@ -589,7 +740,7 @@ def _add_demand(
     if cpu:
         seated["cpu"].append(ceil(cpu) * var)
     if memory:
-        seated["memory"].append(ceil(memory / _MIB) * var)
+        seated["memory"].append(ceil(Fraction(memory) / _MIB) * var)
 
 
 def _scaled(name: ResourceName, value: Fraction, up: bool) -> int:

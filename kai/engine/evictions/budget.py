@@ -1,0 +1,56 @@
+"""How much searching each eviction action may do in one cycle: solver time and counted work.
+
+A cycle must finish in about a second even when thousands of gangs wait and
+hundreds of them could in principle trigger an eviction. The CP-SAT models are
+bounded by solver time (reported by the solver itself) and, for building them, by
+their size; KAI's greedy search by work units, one per node looked at. Counted work
+makes the bound deterministic: the same snapshot is searched the same way on any
+machine. Once models are out of budget the action goes on with the greedy search
+alone; once that is out of budget too, the gangs left wait for the next cycle, as
+in KAI, whose search is bounded by time budgets instead (kai-semantics §8.6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SEARCH_WORK_PER_ACTION = 200_000
+"""Nodes the greedy search may look at per action and cycle."""
+
+MODEL_WORK_PER_ACTION = 30_000
+"""Model size (nodes and victim pods) the CP-SAT models may add up to per action and cycle."""
+
+SMALLEST_MODEL_SECONDS = 0.01
+"""Below this much solver time a model is not worth building."""
+
+
+@dataclass
+class SearchBudget:
+    solver_seconds: float
+    search_work: int = SEARCH_WORK_PER_ACTION
+    model_work: int = MODEL_WORK_PER_ACTION
+    solver_spent: float = 0.0
+    search_spent: int = 0
+    model_spent: int = 0
+
+    def spend(self, units: int) -> None:
+        """Charge greedy search work (the seating code's meter)."""
+        self.search_spent += units
+
+    @property
+    def exhausted(self) -> bool:
+        return self.search_spent >= self.search_work
+
+    def model_seconds(self, models_left: int) -> float:
+        """Solver time for the next model: an even share of what is left among those to come."""
+        left = max(0.0, self.solver_seconds - self.solver_spent)
+        return left / max(1, models_left)
+
+    def may_model(self, size: int, models_left: int) -> bool:
+        return (
+            self.model_spent + size <= self.model_work
+            and self.model_seconds(models_left) >= SMALLEST_MODEL_SECONDS
+        )
+
+    def spend_model(self, size: int) -> None:
+        self.model_spent += size
