@@ -51,20 +51,6 @@ class Overlay(Mapping[str, NodeCapacity]):
         return cap
 
 
-def occupy(cap: NodeCapacity, pod: Pod, gpu_groups: tuple[str, ...]) -> None:
-    """Take room for a pod already seated (on a copy of this node): named devices, opened if new.
-
-    `NodeCapacity.take` opens a device only for an unnamed slot; a seat found on a copy
-    names the device it opened there, which this node has not opened yet.
-    """
-    for group in gpu_groups:
-        if group not in cap.shared:
-            cap.whole_gpus -= 1
-            cap.shared[group] = 0
-            cap.opened += 1
-    cap.take(pod, gpu_groups)
-
-
 def release(cap: NodeCapacity, pod: Pod, gpu_groups: tuple[str, ...]) -> None:
     """Give a leaving pod's room back; a shared device nobody uses any more is whole again.
 

@@ -19,7 +19,7 @@ from kai.engine.capacity import NodeCapacity, initial_capacity
 from kai.engine.evictions.decisions import Eviction, EvictionDecision, PipelinedPod
 from kai.engine.evictions.gangs import RunningGang, running_gangs
 from kai.engine.evictions.preemptors import Preemptor
-from kai.engine.evictions.room import Overlay, Seat, occupy, release
+from kai.engine.evictions.room import Overlay, Seat, release
 from kai.engine.fairshare import QueueShare
 from kai.engine.gangs import GangRequest, pod_resources
 from kai.engine.greedy import PodPlacement
@@ -68,7 +68,7 @@ class EvictionState:
         future = initial_capacity(snapshot.nodes, staying)
         for placement in inputs.placements.values():
             if placement.node in future:
-                occupy(future[placement.node], placement.pod, placement.gpu_groups)
+                future[placement.node].take(placement.pod, placement.gpu_groups)
         running = running_gangs(snapshot.pod_groups, snapshot.pods)
         usage = {
             pod.key: pod_resources(pod, nodes[pod.node].gpu_memory_mib)
@@ -165,7 +165,7 @@ class EvictionState:
             else:
                 del self.running[key]
         for (pod, node, gpu_groups), record in zip(seats, decision.pipelined, strict=True):
-            occupy(self.future[node], pod, gpu_groups)
+            self.future[node].take(pod, gpu_groups)
             for device in gpu_groups:
                 self.occupants.setdefault((node, device), set()).add(pod.key)
             group = self.groups[pod.group]

@@ -224,17 +224,17 @@ class _VictimModel:
 
     def _compute_potential(self, name: str) -> Room:
         cap = self.state.future[name]
-        gpus, cpu, memory, slots = cap.whole_gpus, floor(cap.cpu), floor(cap.memory), cap.pods
+        gpus, cpu, memory, slots = cap.whole_gpus, cap.cpu, cap.memory, cap.pods
         victims = self.victims_on.get(name)
         if victims:
             keys = {pod.key for pod in victims}
             for device in cap.shared:
                 holders = self.state.occupants.get((name, device))
                 gpus += bool(holders) and holders is not None and holders <= keys
-            for pod in victims:  # integral amounts, rounded down: the room is never overstated
+            for pod in victims:  # what a leaving pod gives back, exactly as it was taken
                 gpus += pod.gpu.whole
-                cpu += floor(pod.request.cpu)
-                memory += floor(pod.request.memory)
+                cpu += pod.cpu_millis
+                memory += pod.memory_bytes
             slots += len(victims)
         return (gpus, cpu, memory, slots)
 
@@ -327,7 +327,7 @@ class _VictimModel:
             _add_demand(seated_on[node], var, whole, cpu, memory)
         for (index, node), var in self.move.items():
             pod = self.moved_shapes[index][0]
-            _add_demand(seated_on[node], var, pod.gpu.whole, pod.request.cpu, pod.request.memory)
+            _add_demand(seated_on[node], var, pod.gpu.whole, pod.cpu_millis, pod.memory_bytes)
         for name in sorted(seated_on):
             cap = state.future[name]
             seated = seated_on[name]
@@ -337,14 +337,14 @@ class _VictimModel:
                 if leaves is None:
                     continue
                 freed["gpu"].append(pod.gpu.whole * leaves)
-                freed["cpu"].append(floor(pod.request.cpu) * leaves)
-                freed["memory"].append(floor(pod.request.memory / _MIB) * leaves)
+                freed["cpu"].append(pod.cpu_millis * leaves)
+                freed["memory"].append(pod.memory_bytes // _MIB * leaves)
                 freed["pods"].append(leaves)
             freed["gpu"] += self._freed_devices(name, cap)
             supply = {
                 "gpu": cap.whole_gpus,
-                "cpu": floor(cap.cpu),
-                "memory": floor(cap.memory / _MIB),
+                "cpu": cap.cpu,
+                "memory": cap.memory // _MIB,
                 "pods": cap.pods,
             }
             for resource, demand in seated.items():
@@ -680,7 +680,7 @@ class _ShapeIndex:
             nodes = self._nodes[pod.placement] = frozenset(
                 name for name in self._state.future if allowed(name)
             )
-        return (pod.gpu.whole, ceil(pod.request.cpu), ceil(pod.request.memory), nodes)
+        return (pod.gpu.whole, pod.cpu_millis, pod.memory_bytes, nodes)
 
 
 def _any_of(literals: Sequence[cp_model.IntVar]) -> Derivation:
@@ -731,16 +731,16 @@ def _add_demand(
     seated: dict[str, list[cp_model.LinearExprT]],
     var: cp_model.IntVar,
     whole: int,
-    cpu: Fraction | int,
-    memory: Fraction | int,
+    cpu: int,
+    memory: int,
 ) -> None:
     seated["pods"].append(var)
     if whole:
         seated["gpu"].append(whole * var)
     if cpu:
-        seated["cpu"].append(ceil(cpu) * var)
+        seated["cpu"].append(cpu * var)
     if memory:
-        seated["memory"].append(ceil(Fraction(memory) / _MIB) * var)
+        seated["memory"].append(-(-memory // _MIB) * var)
 
 
 def _scaled(name: ResourceName, value: Fraction, up: bool) -> int:
