@@ -669,12 +669,24 @@ def validate_after_evictions(
     evicted: Iterable[str],
     pipelined: Iterable[ProposedBinding],
 ) -> list[str]:
-    """Nodes once everything leaving has left: the running pods, the bound and the pipelined fit."""
+    """Nodes once everything leaving has left: the running pods, the bound and the pipelined fit.
+
+    Only nodes that take pipelined pods are checked: on any other node the future holds
+    a subset of what `validate` already checked with the bindings.
+    """
     gone = set(evicted)
+    waiting = list(pipelined)
+    touched = {binding.node for binding in waiting}
     staying = tuple(
-        pod for pod in snapshot.pods if pod.phase is not PodPhase.RELEASING and pod.key not in gone
+        pod
+        for pod in snapshot.pods
+        if pod.phase is not PodPhase.RELEASING and pod.key not in gone and pod.node in touched
     )
-    future = dataclasses.replace(snapshot, pods=staying)
+    future = dataclasses.replace(
+        snapshot, nodes=tuple(n for n in snapshot.nodes if n.name in touched), pods=staying
+    )
     pods = {pod.key: pod for pod in snapshot.pods}
-    placed = [(pods[b.pod], b) for b in [*bindings, *pipelined] if b.pod in pods]
+    placed = [
+        (pods[b.pod], b) for b in [*bindings, *waiting] if b.pod in pods and b.node in touched
+    ]
     return _check_nodes(future, placed)

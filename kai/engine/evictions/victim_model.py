@@ -145,6 +145,7 @@ class _VictimModel:
                 self.pod_group[pod.key] = option.gang.key
         self.under: dict[str, list[str]] = defaultdict(list)  # queue -> candidate pods beneath
         self._potentials: dict[str, Room] = {}
+        self._units: dict[tuple[str, ResourceName, bool], int] = {}  # pod usage, scaled
         # Variables whose value follows from the others: hinted by evaluating these rules.
         self.derived: list[tuple[cp_model.IntVar, Derivation]] = []
         self.nodes = self._relevant_nodes(hint)
@@ -177,10 +178,13 @@ class _VictimModel:
         On a large cluster only the nodes cheapest to free are kept (with those the hint
         uses): the model is exact over them, and small enough to solve within a cycle.
         """
+        smallest = min(whole for whole, _, _, _ in self.shapes)
+        future = self.state.future
         fitting = [
             name
             for name in sorted(self.eligible_nodes)
-            if any(
+            if (name in self.victims_on or future[name].whole_gpus >= smallest)
+            and any(
                 name in nodes and _fits_amounts(self._potential(name), whole, cpu, memory)
                 for (whole, cpu, memory, nodes) in self.shapes
             )
@@ -392,7 +396,7 @@ class _VictimModel:
         for pod_key in self.under.get(queue, []):
             amount = self.state.usage[pod_key].get(name)
             if amount:
-                terms.append((_scaled(name, amount, up), self.evict[pod_key]))
+                terms.append((self._pod_units(pod_key, name, up), self.evict[pod_key]))
         return terms
 
     # -- reclaim rules ---------------------------------------------------------------------
@@ -440,7 +444,7 @@ class _VictimModel:
         need = {n: _scaled(n, threshold[n], True) + 1 for n in names}
         taken_terms = {
             n: [
-                (_scaled(n, state.usage[pod.key].get(n), True), self.evict[pod.key])
+                (self._pod_units(pod.key, n, True), self.evict[pod.key])
                 for pod in pods
                 if state.usage[pod.key].get(n)
             ]
@@ -664,6 +668,14 @@ class _VictimModel:
 
     def _usage(self, pods: Sequence[Pod]) -> Resources:
         return sum((self.state.usage[pod.key] for pod in pods), Resources())
+
+    def _pod_units(self, pod_key: str, name: ResourceName, up: bool) -> int:
+        """A pod's usage of one resource in the rules' integer units."""
+        key = (pod_key, name, up)
+        units = self._units.get(key)
+        if units is None:
+            units = self._units[key] = _scaled(name, self.state.usage[pod_key].get(name), up)
+        return units
 
 
 class _ShapeIndex:
