@@ -1,0 +1,116 @@
+"""Small clusters worked out by hand for the eviction rule tests: fair shares and usage are in the docstrings."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from fractions import Fraction
+from typing import Any
+
+from kai.engine.model import Pod, PodGroup, Queue, QueueResource, Snapshot
+from tests.unit.engine.builders import NOW, UNLIMITED_RESOURCE, group, node, pod, queue, snapshot
+
+
+def running(
+    name: str, queue_name: str, gpus: int, node_name: str, **fields: Any
+) -> tuple[PodGroup, Pod]:
+    g = dataclasses.replace(group(name, queue_name), **fields)
+    return g, pod(name, name, gpus, cpu=0, memory=0, node_name=node_name)
+
+
+def inside_deserved_cluster() -> Snapshot:
+    """keeper holds its deserved 4; borrower (deserved 0) holds 4; claimant (deserved 4) waits for 4."""
+    groups: list[PodGroup] = []
+    pods: list[Pod] = []
+    for i in range(4):
+        g, p = running(f"keep-{i}", "keeper", 1, "n0", priority=40)
+        groups.append(g)
+        pods.append(p)
+        g, p = running(f"borrow-{i}", "borrower", 1, "n1", priority=75)
+        groups.append(g)
+        pods.append(p)
+    groups.append(group("claim", "claimant", min_member=4))
+    pods += [pod(f"claim-{i}", "claim", 1, cpu=0, memory=0) for i in range(4)]
+    queues = [
+        queue("keeper", gpu_quota=4),
+        queue("borrower", gpu_quota=0),
+        queue("claimant", gpu_quota=4),
+    ]
+    return snapshot([node("n0", gpus=4), node("n1", gpus=4)], pods, groups, queues)
+
+
+def chunk_cluster() -> Snapshot:
+    """10 GPUs. Fair shares: a 4 (deserved 4), b 4 (deserved 2, holds 6), c 2 (deserved 0, holds 4)."""
+    groups: list[PodGroup] = []
+    pods: list[Pod] = []
+    for i in range(6):
+        g, p = running(f"b-{i}", "b", 1, f"n{i // 2}")
+        groups.append(g)
+        pods.append(p)
+    for i in range(4):
+        g, p = running(f"c-{i}", "c", 1, f"n{3 + i // 2}")
+        groups.append(g)
+        pods.append(p)
+    groups.append(group("gang", "a", min_member=2))
+    pods += [pod(f"gang-{i}", "gang", 2, cpu=0, memory=0) for i in range(2)]
+    queues = [queue("a", gpu_quota=4), queue("b", gpu_quota=2), queue("c", gpu_quota=0)]
+    return snapshot([node(f"n{i}", gpus=2) for i in range(5)], pods, groups, queues)
+
+
+def departments(cpu_ask: int) -> Snapshot:
+    """dept-1 holds its CPU fair share through p2's protected jobs; dept-2 holds all 8 GPUs."""
+
+    def dq(name: str, gpu: int, cpu: int, parent: str | None = None, **fields: Any) -> Queue:
+        q = Queue(
+            name,
+            parent,
+            gpu=QueueResource(Fraction(gpu), Fraction(-1), Fraction(1)),
+            cpu=QueueResource(Fraction(cpu), Fraction(-1), Fraction(1)),
+            memory=UNLIMITED_RESOURCE,
+        )
+        return dataclasses.replace(q, **fields)
+
+    queues = [
+        dq("dept-1", 4, 16_000),
+        dq("dept-2", 2, 16_000),
+        dq("p1", 0, 0, "dept-1"),
+        dq("p2", 0, 0, "dept-1", reclaim_min_runtime_seconds=3600.0),
+        dq("p3", 0, 0, "dept-2"),
+    ]
+    groups: list[PodGroup] = []
+    pods: list[Pod] = []
+    for i in range(2):
+        g = dataclasses.replace(group(f"cpu-{i}", "p2"), last_start=NOW - timedelta(minutes=1))
+        groups.append(g)
+        pods.append(pod(f"cpu-{i}", f"cpu-{i}", 0, cpu=8000, memory=0, node_name=f"n{i}"))
+    for i in range(8):
+        groups.append(group(f"gpu-{i}", "p3"))
+        pods.append(pod(f"gpu-{i}", f"gpu-{i}", 1, cpu=2000, memory=0, node_name=f"n{i // 4}"))
+    groups.append(group("want", "p1"))
+    pods.append(pod("want-0", "want", 1, cpu=cpu_ask, memory=0))
+    nodes = [node(f"n{i}", gpus=4, cpu=16_000) for i in range(2)]
+    return snapshot(nodes, pods, groups, queues)
+
+
+def priority_cluster() -> Snapshot:
+    groups: list[PodGroup] = []
+    pods: list[Pod] = []
+    for name, priority in (("low", 50), ("peer", 75), ("np", 60)):
+        g, p = running(name, "team", 2, "n0", priority=priority, preemptible=name != "np")
+        groups.append(g)
+        pods.append(p)
+    young = dataclasses.replace(
+        group("young", "team", priority=50), last_start=NOW - timedelta(minutes=1)
+    )
+    elastic = dataclasses.replace(
+        group("elastic", "team", min_member=1, priority=50), last_start=NOW - timedelta(minutes=1)
+    )
+    groups += [young, elastic, group("urgent", "team", priority=75)]
+    pods += [
+        pod("young", "young", 1, cpu=0, memory=0, node_name="n1"),
+        pod("elastic-0", "elastic", 1, cpu=0, memory=0, node_name="n1"),
+        pod("elastic-1", "elastic", 1, cpu=0, memory=0, node_name="n1"),
+        pod("urgent-0", "urgent", 2, cpu=0, memory=0),
+    ]
+    team = dataclasses.replace(queue("team", gpu_quota=8), preempt_min_runtime_seconds=600.0)
+    return snapshot([node("n0", gpus=6), node("n1", gpus=3)], pods, groups, [team])

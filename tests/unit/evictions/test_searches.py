@@ -1,0 +1,87 @@
+"""Both victim searches on one preempt where KAI's order over-evicts: the model finds the cheaper set."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from kai.engine.evictions.budget import SearchBudget
+from kai.engine.evictions.decisions import Action
+from kai.engine.evictions.greedy_search import greedy_search
+from kai.engine.evictions.room import Overlay, release
+from kai.engine.evictions.rules import victim_options
+from kai.engine.evictions.scenario import PodCosts, Scenario, disruption
+from kai.engine.evictions.victim_model import cp_sat_search
+from kai.engine.model import Snapshot
+from tests.unit.engine.builders import group, node, pod, queue, snapshot
+from tests.unit.evictions.helpers import eviction_state, preemptor
+
+
+def fragmented() -> Snapshot:
+    """n0: a, b (1 GPU, priority 10) and c (2, priority 40); n1: d (2, priority 20), e, f (1, 40).
+
+    KAI's order takes a, b, d (lowest priorities first), then c, and only then does a node
+    have the 4 GPUs the urgent pod needs: 6 GPUs evicted. Evicting a, b and c frees n0 with 4.
+    """
+    running = {
+        "a": ("n0", 1, 10),
+        "b": ("n0", 1, 10),
+        "c": ("n0", 2, 40),
+        "d": ("n1", 2, 20),
+        "e": ("n1", 1, 40),
+        "f": ("n1", 1, 40),
+    }
+    pods = [pod(name, name, gpus, node_name=where) for name, (where, gpus, _) in running.items()]
+    groups = [group(name, "team", priority=priority) for name, (_, _, priority) in running.items()]
+    pods.append(pod("urgent-0", "urgent", 4))
+    groups.append(group("urgent", "team", priority=75))
+    return snapshot([node("n0", gpus=4), node("n1", gpus=4)], pods, groups, [queue("team")])
+
+
+def evicted(scenario: Scenario | None) -> list[str]:
+    assert scenario is not None
+    return sorted(pod for pods in scenario.evicted.values() for pod in pods)
+
+
+def test_the_model_evicts_fewer_gpus_than_kais_order() -> None:
+    state = eviction_state(fragmented())
+    who = preemptor(state, "ns/urgent")
+    options = victim_options(state, Action.PREEMPT, who)
+    greedy = greedy_search(state, Action.PREEMPT, who, options, SearchBudget(1.0))
+    assert evicted(greedy) == ["ns/a", "ns/b", "ns/c", "ns/d"]
+    costs = PodCosts(state, options)
+    answer = cp_sat_search(state, Action.PREEMPT, who, options, costs, greedy, SearchBudget(1.0), 1)
+    assert answer.status == "OPTIMAL"
+    assert evicted(answer.scenario) == [
+        "ns/a",
+        "ns/b",
+        "ns/c",
+    ]  # n0 freed; n1's set costs more priority
+    assert answer.scenario is not None and greedy is not None
+    assert disruption(answer.scenario, costs) < disruption(greedy, costs)
+    assert [node for _, node, _ in answer.scenario.seats] == ["n0"]
+
+
+def test_without_solver_time_only_the_greedy_search_answers() -> None:
+    state = eviction_state(fragmented())
+    who = preemptor(state, "ns/urgent")
+    options = victim_options(state, Action.PREEMPT, who)
+    costs = PodCosts(state, options)
+    answer = cp_sat_search(state, Action.PREEMPT, who, options, costs, None, SearchBudget(0.0), 1)
+    assert answer.scenario is None and answer.status == "over-budget"
+
+
+def test_room_leaving_a_shared_device_makes_it_whole_again() -> None:
+    state = eviction_state(
+        snapshot(
+            [node("n0", gpus=2, gpu_memory_mib=40_000)],
+            [pod("half", "half", portion=Fraction(1, 2), node_name="n0", gpu_groups=("dev",))],
+            [group("half", "q")],
+            [queue("q")],
+        )
+    )
+    room = Overlay(state.future)
+    assert room["n0"].whole_gpus == 1 and "dev" in room["n0"].shared
+    [sharer] = state.running["ns/half"].pods
+    release(room.writable("n0"), sharer, sharer.gpu_groups)
+    assert room["n0"].whole_gpus == 2 and not room["n0"].shared
+    assert state.future["n0"].whole_gpus == 1  # the overlay left the cycle's room alone
