@@ -19,7 +19,7 @@ from kai.engine.solver.lexicographic import stages
 from kai.engine.solver.model import AllocationModel
 from kai.engine.solver.shapes import NodeClass
 
-_FIRST_STAGE_SHARE = 0.7
+_FIRST_STAGE_SHARE = 0.85
 _DETERMINISTIC_TIME_PER_SECOND = 0.5
 
 
@@ -57,6 +57,9 @@ def solve(
         params.interleave_search = workers > 1
         params.random_seed = seed
         params.log_search_progress = False
+        # Probing costs more presolve time than a one-second cycle
+        # has at 1,000 nodes; without them the hinted answer is found at once.
+        params.cp_model_probing_level = 0
         model.maximize(stage.objective())
         status = solver.solve(model)
         remaining -= solver.wall_time
