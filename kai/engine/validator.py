@@ -74,7 +74,13 @@ def _check_nodes(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) -> 
     for pod, binding in new:
         occupants[binding.node].append((pod, binding.gpu_groups))
     group_home: dict[str, str] = {}
+    # Only nodes this cycle binds to are the engine's responsibility: a node that was
+    # already over-committed (a kubelet admitted more, allocatable shrank) must not
+    # make every later cycle fail.
+    touched = {binding.node for _, binding in new}
     for node in snapshot.nodes:
+        if node.name not in touched:
+            continue
         residents = occupants.get(node.name, [])
         cpu = sum((p.request.cpu for p, _ in residents), Fraction(0))
         memory = sum((p.request.memory for p, _ in residents), Fraction(0))

@@ -87,3 +87,15 @@ def test_a_node_that_refuses_the_pod_is_reported() -> None:
     picky = pod("a", "g", gpus=1, placement=Placement(node_selector=(("pool", "x"),)))
     snap = snapshot([node("n1")], [picky], [group("g", "q")], [queue("q")])
     assert any("may not run on node n1" in p for p in validate(snap, [bind("a", "n1")]))
+
+
+def test_a_node_over_committed_before_the_cycle_does_not_fail_bindings_elsewhere() -> None:
+    crowded = pod("old", "g", gpus=6, node_name="n1")  # n1 has 4 GPUs: over-committed already
+    snap = snapshot(
+        [node("n1", gpus=4), node("n2", gpus=4)],
+        [crowded, pod("a", "h", gpus=2)],
+        [group("g", "q"), group("h", "q")],
+        [queue("q")],
+    )
+    assert validate(snap, [bind("a", "n2")]) == []
+    assert any("n1" in p for p in validate(snap, [bind("a", "n1")]))
