@@ -155,7 +155,7 @@ async def _wait_all_bound(kube: Kube, prefix: str, count: int, timeout: float) -
 
 async def _delete_pods(kube: Kube) -> None:
     path = f"/api/v1/namespaces/{NAMESPACE}/pods"
-    await kube.request("DELETE", path, body={"gracePeriodSeconds": 0})
+    await kube.delete(path, {"gracePeriodSeconds": 0})
     while (await kube.get(path, [("limit", "1")]))["items"]:
         await asyncio.sleep(0.2)
 
@@ -194,6 +194,16 @@ def _kube_scheduler_process(
     argv = [str(binary), f"--config={config}", "--secure-port=0", "-v=1"]
     with (workdir / "kube-scheduler.log").open("wb") as out:
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it has not exited in 30 s: a scheduler must not outlive its run."""
+    process.terminate()
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 async def _cycle_seconds(port: int) -> dict[str, float]:
@@ -263,7 +273,7 @@ async def _measure(
     try:
         last = await _wait_all_bound(kube, prefix, pods, timeout)
     except BaseException:
-        process.terminate()
+        _stop(process)
         raise
     cpu = {"scheduler": round(_cpu_seconds(process.pid), 1)}
     for name, pid in others.items():
@@ -305,8 +315,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 args.timeout,
             )
             cycles = await _cycle_seconds(port)
-            process.terminate()
-            process.wait(30)
+            _stop(process)
             result["kai"] = {
                 "podsBoundPerSecond": round(args.pods / seconds, 1),
                 "seconds": round(seconds, 2),
@@ -327,8 +336,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     args.pods,
                     args.timeout,
                 )
-                process.terminate()
-                process.wait(30)
+                _stop(process)
                 result["kubeScheduler"] = {
                     "podsBoundPerSecond": round(args.pods / seconds, 1),
                     "seconds": round(seconds, 2),

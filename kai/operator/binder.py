@@ -193,15 +193,13 @@ class Binder:
             }
             async with self._slots:
                 try:
-                    await self._kube.request(
+                    await self._kube.write(
                         "PATCH",
                         f"{path}/status",
-                        body={"status": {"conditions": [condition]}},
-                        content_type=STRATEGIC_MERGE_PATCH,
+                        {"status": {"conditions": [condition]}},
+                        STRATEGIC_MERGE_PATCH,
                     )
-                    await self._kube.request(
-                        "DELETE", path, body={"preconditions": {"uid": pod.uid}}
-                    )
+                    await self._kube.delete(path, {"preconditions": {"uid": pod.uid}})
                 except ApiError as error:
                     if error.status != _GONE:
                         log.warning("eviction failed", pod=pod.key, error=str(error))

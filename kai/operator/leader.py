@@ -134,7 +134,7 @@ class LeaderElector:
     async def _replace(self, lease: dict[str, Any], spec: dict[str, Any]) -> bool:
         body = {**lease, "spec": spec}
         try:
-            await self._kube.request("PUT", self._path, body=body)
+            await self._kube.write("PUT", self._path, body)
         except ApiError as error:
             if error.status == _CONFLICT:  # someone else wrote it since we read it
                 return False
