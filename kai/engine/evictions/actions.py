@@ -93,17 +93,14 @@ def run_evictions(inputs: EvictionInputs) -> EvictionOutcome:
     seconds = config.time_limit_seconds * DEFAULT_SOLVER_SHARE if limit is None else limit
     tally = _Tally()
     state = EvictionState.start(inputs)
-    audit = EvictionAudit(
-        inputs.snapshot,
-        config,
-        [ProposedBinding(p.pod.key, p.node, p.gpu_groups) for p in inputs.placements.values()],
-        inputs.shares,
-    )
+    audit = _LazyAudit(inputs)
     waiting = [gang for gang in inputs.unplaced if gang.core or gang.elastic]
     if any(pod.phase is PodPhase.RELEASING for pod in inputs.snapshot.pods):
         waiting = _pipeline_on_releasing(state, audit, waiting, tally)
     carried = 0.0  # solver time an action leaves unused goes to the next
     for position, action in enumerate(_ACTIONS):
+        if not waiting or not state.has_victims():
+            break
         if action is Action.CONSOLIDATE and not consolidation_on(state):
             continue
         budget = SearchBudget(seconds * (position + 1) / len(_ACTIONS) - carried)
@@ -141,8 +138,25 @@ def run_evictions(inputs: EvictionInputs) -> EvictionOutcome:
     )
 
 
+class _LazyAudit:
+    """The validator's audit, built only if some decision is to be checked."""
+
+    def __init__(self, inputs: EvictionInputs) -> None:
+        self._inputs = inputs
+        self._audit: EvictionAudit | None = None
+
+    def get(self) -> EvictionAudit:
+        if self._audit is None:
+            inputs = self._inputs
+            bound = [
+                ProposedBinding(p.pod.key, p.node, p.gpu_groups) for p in inputs.placements.values()
+            ]
+            self._audit = EvictionAudit(inputs.snapshot, inputs.config, bound, inputs.shares)
+        return self._audit
+
+
 def _pipeline_on_releasing(
-    state: EvictionState, audit: EvictionAudit, waiting: list[GangRequest], tally: _Tally
+    state: EvictionState, audit: _LazyAudit, waiting: list[GangRequest], tally: _Tally
 ) -> list[GangRequest]:
     """Allocate's pipelining: a gang that fits once Releasing pods are gone waits there, whole."""
     still: list[GangRequest] = []
@@ -171,7 +185,7 @@ def _pipeline_on_releasing(
 
 def _run_action(
     state: EvictionState,
-    audit: EvictionAudit,
+    audit: _LazyAudit,
     action: Action,
     waiting: list[GangRequest],
     budget: SearchBudget,
@@ -182,7 +196,7 @@ def _run_action(
     for gang in waiting:  # a cheap look first, so the ordering walks only gangs that may trigger
         triggers = _may_trigger(state, action, state.preemptor(gang))
         (hopeful if triggers else still).append(gang)
-    failed: dict[tuple[object, ...], list[list[Resources]]] = {}
+    failed: dict[tuple[object, ...], list[list[Size]]] = {}
     left = len(hopeful)
     for gang in _in_order(state, hopeful):
         left -= 1
@@ -267,16 +281,16 @@ def _decision(
 
 def _commit(
     state: EvictionState,
-    audit: EvictionAudit,
+    audit: _LazyAudit,
     decision: EvictionDecision,
     seats: Sequence[Seat],
     tally: _Tally,
 ) -> bool:
-    problems = audit.check(decision)
+    problems = audit.get().check(decision)
     if problems:
         tally.violations += len(problems)
         return False
-    audit.commit(decision)
+    audit.get().commit(decision)
     state.commit(decision, seats)
     return True
 
@@ -313,23 +327,36 @@ def _signature(action: Action, gang: GangRequest) -> tuple[object, ...]:
     return (group.queue, group.priority, group.preemptible, placements)
 
 
-def _sizes(preemptor: Preemptor) -> list[Resources]:
+Size = tuple[Fraction, int, int, int]
+"""One pod's ask: GPUs (whole plus portion), GPU memory (MiB), millicores, bytes."""
+
+
+def _sizes(preemptor: Preemptor) -> list[Size]:
+    """The pods' asks, largest first."""
     return sorted(
         (
-            Resources(Fraction(p.gpu.whole) + p.gpu.portion, p.request.cpu, p.request.memory)
+            (Fraction(p.gpu.whole) + p.gpu.portion, p.gpu.memory_mib, p.cpu_millis, p.memory_bytes)
             for p in preemptor.pods
         ),
-        key=lambda r: (r.gpu, r.cpu, r.memory),
         reverse=True,
     )
 
 
-def _known_to_fail(failures: list[list[Resources]], preemptor: Preemptor) -> bool:
+def _known_to_fail(failures: list[list[Size]], preemptor: Preemptor) -> bool:
     """An ask at least as large, pod for pod, as one that already failed fails too."""
     mine = _sizes(preemptor)
     return any(
-        len(mine) >= len(failed) and all(f.fits_in(m) for f, m in zip(failed, mine, strict=False))
+        len(mine) >= len(failed) and all(_at_most(f, m) for f, m in zip(failed, mine, strict=False))
         for failed in failures
+    )
+
+
+def _at_most(smaller: Size, larger: Size) -> bool:
+    return (
+        smaller[0] <= larger[0]
+        and smaller[1] <= larger[1]
+        and smaller[2] <= larger[2]
+        and smaller[3] <= larger[3]
     )
 
 

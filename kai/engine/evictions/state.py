@@ -46,15 +46,15 @@ class EvictionInputs:
 @dataclass
 class EvictionState:
     inputs: EvictionInputs
-    future: dict[str, NodeCapacity]
     ledger: QueueBudget
     running: dict[str, RunningGang]
     usage: dict[str, Resources]  # a running pod's resources as its queue accounts them
     groups: dict[str, PodGroup]
-    occupants: dict[tuple[str, str], set[str]]  # (node, shared device) -> pods that will use it
     decisions: list[EvictionDecision] = field(default_factory=list)
     evicted: dict[str, Eviction] = field(default_factory=dict)
     pipelined: dict[str, PipelinedPod] = field(default_factory=dict)
+    _future: dict[str, NodeCapacity] | None = None
+    _occupants: dict[tuple[str, str], set[str]] | None = None
     _preemptors: dict[str, Preemptor] = field(default_factory=dict)
     _free_gpus: Fraction | None = None
     _lowest_victim_priority: dict[str, int] | None = None
@@ -64,11 +64,6 @@ class EvictionState:
     def start(cls, inputs: EvictionInputs) -> EvictionState:
         snapshot = inputs.snapshot
         nodes = {node.name: node for node in snapshot.nodes}
-        staying = [pod for pod in snapshot.pods if pod.phase is PodPhase.BOUND]
-        future = initial_capacity(snapshot.nodes, staying)
-        for placement in inputs.placements.values():
-            if placement.node in future:
-                future[placement.node].take(placement.pod, placement.gpu_groups)
         running = running_gangs(snapshot.pod_groups, snapshot.pods)
         usage = {
             pod.key: pod_resources(pod, nodes[pod.node].gpu_memory_mib)
@@ -83,13 +78,36 @@ class EvictionState:
             group = groups[placement.pod.group]
             memory = nodes[placement.node].gpu_memory_mib
             ledger.add(group.queue, pod_resources(placement.pod, memory), group.preemptible)
+        return cls(inputs, ledger, running, usage, groups)
+
+    @property
+    def future(self) -> dict[str, NodeCapacity]:
+        """Free room per node once everything leaving has left (built when first needed)."""
+        if self._future is None:
+            self._future, self._occupants = self._build_room()
+        return self._future
+
+    @property
+    def occupants(self) -> dict[tuple[str, str], set[str]]:
+        """(node, shared device) -> the pods that will use it."""
+        if self._occupants is None:
+            self._future, self._occupants = self._build_room()
+        return self._occupants
+
+    def _build_room(self) -> tuple[dict[str, NodeCapacity], dict[tuple[str, str], set[str]]]:
+        snapshot, placements = self.inputs.snapshot, self.inputs.placements.values()
+        staying = [pod for pod in snapshot.pods if pod.phase is PodPhase.BOUND]
+        future = initial_capacity(snapshot.nodes, staying)
+        for placement in placements:
+            if placement.node in future:
+                future[placement.node].take(placement.pod, placement.gpu_groups)
         occupants: dict[tuple[str, str], set[str]] = {}
         sitting = [(pod.key, pod.node, pod.gpu_groups) for pod in staying]
-        sitting += [(p.pod.key, p.node, p.gpu_groups) for p in inputs.placements.values()]
+        sitting += [(p.pod.key, p.node, p.gpu_groups) for p in placements]
         for key, node, gpu_groups in sitting:
             for device in gpu_groups:
                 occupants.setdefault((node or "", device), set()).add(key)
-        return cls(inputs, future, ledger, running, usage, groups, occupants)
+        return future, occupants
 
     @property
     def config(self) -> EngineConfig:
@@ -132,8 +150,15 @@ class EvictionState:
             self._by_queue = by_queue
         return self._by_queue
 
+    def has_victims(self) -> bool:
+        """Some running gang is preemptible: without one, no eviction action can do anything."""
+        return bool(self._lowest_priorities())
+
     def lowest_victim_priority(self, queue: str) -> int | None:
         """The lowest priority among the queue's running preemptible gangs, if it has any."""
+        return self._lowest_priorities().get(queue)
+
+    def _lowest_priorities(self) -> dict[str, int]:
         if self._lowest_victim_priority is None:
             lowest: dict[str, int] = {}
             for gang in self.running.values():
@@ -143,7 +168,7 @@ class EvictionState:
                         lowest.get(group.queue, group.priority), group.priority
                     )
             self._lowest_victim_priority = lowest
-        return self._lowest_victim_priority.get(queue)
+        return self._lowest_victim_priority
 
     def commit(self, decision: EvictionDecision, seats: Sequence[Seat]) -> None:
         """Apply a checked decision: victims leave (their room frees), seated pods are pipelined."""
