@@ -136,7 +136,7 @@ class SchedulingLoop:
                 classes = self._builder.priority_classes(view)
                 plans = await self._grouper.plan(view, classes)
             overlay = Overlay(
-                plans=plans.all(),
+                plans=plans.schedulable(),
                 assumed={key: entry.placement for key, entry in self._assumed.items()},
                 held=self._backoff.held(time.monotonic()),
             )

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from types import TracebackType
 from typing import Any
 
@@ -58,9 +59,24 @@ class Plans:
     """Planned this cycle; nothing written yet."""
     written: Mapping[str, PodGroupPlan]
     """Written in an earlier cycle; the watch has not shown the annotation yet."""
+    retrying: frozenset[str]
+    """New plans whose group write failed in an earlier cycle: written, not scheduled."""
 
-    def all(self) -> dict[str, PodGroupPlan]:
-        return {**self.written, **self.new}
+    def schedulable(self) -> dict[str, PodGroupPlan]:
+        """The plans the cycle's snapshot lays over the cache."""
+        fresh = {key: plan for key, plan in self.new.items() if key not in self.retrying}
+        return {**self.written, **fresh}
+
+
+class Written(Enum):
+    """How far one pod's grouping writes got in a cycle."""
+
+    ALL = "all"
+    """The group, and the annotation (patched, or carried by the binding)."""
+    GROUP_ONLY = "group-only"
+    """The group; the annotation is written next cycle."""
+    GROUP_REFUSED = "group-refused"
+    """Not even the group."""
 
 
 class PodGrouper:
@@ -81,6 +97,7 @@ class PodGrouper:
         self._catalog = load_catalog(self._jq)
         self._registry: tuple[frozenset[str], DefinitionRegistry] | None = None
         self._written: dict[str, tuple[str, PodGroupPlan]] = {}  # pod key -> (uid, plan)
+        self._refused: set[str] = set()  # pod keys whose group write failed last time
         self._reported: dict[str, str] = {}  # pod uid -> last grouping problem
 
     async def plan(self, view: ClusterView, priority_classes: Mapping[str, int]) -> Plans:
@@ -91,6 +108,7 @@ class PodGrouper:
             for key, pod in view.pods.items()
             if key not in self._written and self._needs_group(pod)
         ]
+        self._refused &= {key for key, _ in waiting}
         new: dict[str, PodGroupPlan] = {}
         if waiting:
             self._owners.start_cycle()
@@ -99,14 +117,23 @@ class PodGrouper:
                 plan = await self._plan(pod, registry, priority_classes)
                 if plan is not None:
                     new[key] = plan
-        return Plans(new=new, written={key: plan for key, (_, plan) in self._written.items()})
+        return Plans(
+            new=new,
+            written={key: plan for key, (_, plan) in self._written.items()},
+            retrying=frozenset(self._refused & new.keys()),
+        )
 
     def writes(self, view: ClusterView, plans: Mapping[str, PodGroupPlan]) -> GroupWrites:
         """The writes of this cycle's new plans; enter it to start them (see GroupWrites)."""
-        return GroupWrites(self._kube, view, plans, self._concurrency, self._remember)
+        return GroupWrites(self._kube, view, plans, self._concurrency, self._settle)
 
-    def _remember(self, key: str, uid: str, plan: PodGroupPlan) -> None:
-        self._written[key] = (uid, plan)
+    def _settle(self, key: str, uid: str, plan: PodGroupPlan, outcome: Written) -> None:
+        if outcome is Written.GROUP_REFUSED:
+            self._refused.add(key)
+            return
+        self._refused.discard(key)
+        if outcome is Written.ALL:
+            self._written[key] = (uid, plan)
 
     def _needs_group(self, pod: Mapping[str, Any]) -> bool:
         metadata = pod.get("metadata") or {}
@@ -186,8 +213,8 @@ class GroupWrites:
     bind: it waits for the pod's PodGroup and answers what the binding must carry,
     or None when the group could not be written (the pod is not bound this cycle).
     `finish` is told which pods were bound, patches those whose bind did not
-    happen and waits for every write. Failures are logged and retried next cycle:
-    a plan is remembered only once its group and its annotation are written.
+    happen and waits for every write. Failures are logged and retried next cycle;
+    on exit each pod's outcome goes to `settle`.
     """
 
     def __init__(
@@ -196,12 +223,12 @@ class GroupWrites:
         view: ClusterView,
         plans: Mapping[str, PodGroupPlan],
         concurrency: int,
-        remember: Callable[[str, str, PodGroupPlan], None],
+        settle: Callable[[str, str, PodGroupPlan, Written], None],
     ) -> None:
         self._kube = kube
         self._view = view
         self._plans = plans
-        self._remember = remember
+        self._settle = settle
         self._slots = asyncio.Semaphore(concurrency)
         self._tasks = asyncio.TaskGroup()
         self._groups: dict[str, asyncio.Task[bool]] = {}
@@ -226,7 +253,7 @@ class GroupWrites:
     ) -> None:
         await self._tasks.__aexit__(exc_type, exc, tb)
         if exc is None:
-            self._remember_written()
+            self._hand_back()
 
     async def annotations(self, pod_key: str) -> Mapping[str, str] | None:
         """What the pod's binding must carry once its group is written; None: do not bind."""
@@ -254,15 +281,18 @@ class GroupWrites:
             self._start_patch(key)
         await asyncio.gather(*self._groups.values(), *self._patches.values())
 
-    def _remember_written(self) -> None:
-        for key in self._plans:
-            plan = self._plans[key]
-            group = self._groups[_group_key(plan)]
+    def _hand_back(self) -> None:
+        """Tell the grouper how far each pod got."""
+        for key, plan in self._plans.items():
             patch = self._patches.get(key)
-            annotated = patch.result() if patch is not None else key in self._bound
-            if group.result() and annotated:
-                uid = str((self._view.pods[key].get("metadata") or {}).get("uid") or "")
-                self._remember(key, uid, plan)
+            if not self._groups[_group_key(plan)].result():
+                outcome = Written.GROUP_REFUSED
+            elif patch.result() if patch is not None else key in self._bound:
+                outcome = Written.ALL
+            else:
+                outcome = Written.GROUP_ONLY
+            uid = str((self._view.pods[key].get("metadata") or {}).get("uid") or "")
+            self._settle(key, uid, plan, outcome)
 
     def _start_patch(self, pod_key: str) -> None:
         self._patches[pod_key] = self._tasks.create_task(self._annotate(pod_key))
