@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from kai.engine.budget import NON_PREEMPTIBLE_OVER_QUOTA
-from kai.engine.evictions.budget import SearchBudget
+from kai.engine.evictions.budget import CONSOLIDATION_SHARE, SearchBudget
 from kai.engine.evictions.decisions import (
     Action,
     Eviction,
@@ -104,6 +104,9 @@ def run_evictions(inputs: EvictionInputs) -> EvictionOutcome:
         if action is Action.CONSOLIDATE and not consolidation_on(state):
             continue
         budget = SearchBudget(seconds * (position + 1) / len(_ACTIONS) - carried)
+        if action is Action.CONSOLIDATE:
+            budget.search_work //= CONSOLIDATION_SHARE
+            budget.model_work //= CONSOLIDATION_SHARE
         waiting = _run_action(state, audit, action, waiting, budget, tally)
         carried += budget.solver_spent
         tally.solver_seconds += budget.solver_spent
@@ -213,6 +216,8 @@ def _run_action(
             still.append(gang)
             continue
         options = victim_options(state, action, preemptor)
+        scanned = state.running_in(preemptor.queue) if action is Action.PREEMPT else state.running
+        budget.spend(len(scanned))  # looking through the running gangs is work too
         chosen = _choose(state, action, preemptor, options, budget, left + 1) if options else []
         for scenario in chosen:
             decision = _decision(state, action, preemptor, scenario)

@@ -17,7 +17,14 @@ from dataclasses import dataclass
 SEARCH_WORK_PER_ACTION = 200_000
 """Nodes the greedy search may look at per action and cycle."""
 
-MODEL_WORK_PER_ACTION = 30_000
+CONSOLIDATION_SHARE = 4
+"""Consolidation gets a quarter of the work: it only moves work around, and most of its
+attempts on a busy cluster find nothing."""
+
+MODELS_AHEAD = 8
+"""Solver time is shared as if at most this many more models were to come in the action."""
+
+MODEL_WORK_PER_ACTION = 60_000
 """Model size (nodes and victim pods) the CP-SAT models may add up to per action and cycle."""
 
 SMALLEST_MODEL_SECONDS = 0.01
@@ -42,9 +49,13 @@ class SearchBudget:
         return self.search_spent >= self.search_work
 
     def model_seconds(self, models_left: int) -> float:
-        """Solver time for the next model: an even share of what is left among those to come."""
+        """Solver time for the next model: an even share of what is left among those to come.
+
+        Most gangs still waiting end without a model (no victims, or a twin already failed),
+        so no more than a few are counted: early models get more, later ones what is left.
+        """
         left = max(0.0, self.solver_seconds - self.solver_spent)
-        return left / max(1, models_left)
+        return left / max(1, min(models_left, MODELS_AHEAD))
 
     def may_model(self, size: int, models_left: int) -> bool:
         return (

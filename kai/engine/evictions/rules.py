@@ -36,7 +36,6 @@ from kai.engine.evictions.minruntime import (
 from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.state import EvictionState
 from kai.engine.model import UNLIMITED, PlacementStrategy
-from kai.engine.queue_order import allocatable_share
 from kai.engine.resources import RESOURCE_NAMES, ResourceName, Resources
 
 
@@ -199,14 +198,14 @@ class _VictimOrder:
 
     def __init__(self, state: EvictionState) -> None:
         self._state = state
-        self._over: dict[str, tuple[bool, Fraction]] = {}
+        self._over: dict[str, tuple[bool, float]] = {}  # float: it only orders
 
-    def key(self, gang: RunningGang) -> tuple[int, bool, Fraction, float, str]:
+    def key(self, gang: RunningGang) -> tuple[int, bool, float, float, str]:
         if gang.queue not in self._over:
             share = self._state.inputs.shares.get(gang.queue)
             held = self._state.ledger.allocated.get(gang.queue, Resources()).gpu
             ratio = saturation(held, share.fair_share.gpu) if share is not None else Fraction(0)
-            self._over[gang.queue] = (ratio is not None, -Fraction(ratio or 0))
+            self._over[gang.queue] = (ratio is not None, -float(ratio or 0))
         finite, over = self._over[gang.queue]
         started = gang.group.last_start.timestamp() if gang.group.last_start else 0.0
         return (gang.group.priority, finite, over, -started, gang.key)
@@ -334,8 +333,7 @@ def _side_rules(
     """
     held = state.ledger.allocated.get(victim_side, Resources())
     taken = sum((amount for amount, _ in chunks), Resources())
-    share = state.inputs.shares[victim_side]
-    allocatable = allocatable_share(share, state.inputs.queues[victim_side])
+    allocatable = state.allocatable(victim_side)
     threshold = side_threshold(state, preemptor, reclaimer_side, victim_side)
     last = next(
         (i for i, (amount, _) in enumerate(chunks) if _above(held - taken + amount, threshold)),
@@ -364,9 +362,9 @@ def side_threshold(
     deserved quota. Either will do, so the lower counts. Unlimited amounts are left out:
     nothing is above them.
     """
-    queues, shares = state.inputs.queues, state.inputs.shares
+    shares = state.inputs.shares
     victim_share = shares[victim_side]
-    allocatable = allocatable_share(victim_share, queues[victim_side])
+    allocatable = state.allocatable(victim_side)
     reclaimer_share = shares[reclaimer_side]
     reclaimer_after = state.ledger.allocated.get(reclaimer_side, Resources()) + preemptor.request
     guarantee = _within_deserved(

@@ -24,6 +24,7 @@ from kai.engine.fairshare import QueueShare
 from kai.engine.gangs import GangRequest, pod_resources
 from kai.engine.greedy import PodPlacement
 from kai.engine.model import EngineConfig, Pod, PodGroup, PodPhase, Queue, Snapshot
+from kai.engine.queue_order import allocatable_share
 from kai.engine.resources import Resources
 
 
@@ -59,6 +60,7 @@ class EvictionState:
     _free_gpus: Fraction | None = None
     _lowest_victim_priority: dict[str, int] | None = None
     _by_queue: dict[str, list[RunningGang]] | None = None
+    _allocatable: dict[str, Resources] = field(default_factory=dict)
 
     @classmethod
     def start(cls, inputs: EvictionInputs) -> EvictionState:
@@ -115,6 +117,14 @@ class EvictionState:
 
     def room(self) -> Overlay:
         return Overlay(self.future)
+
+    def allocatable(self, queue: str) -> Resources:
+        """The queue's allocatable share (§10.4); it depends on the cycle's fair shares alone."""
+        found = self._allocatable.get(queue)
+        if found is None:
+            share = self.inputs.shares[queue]
+            found = self._allocatable[queue] = allocatable_share(share, self.inputs.queues[queue])
+        return found
 
     def preemptor(self, gang: GangRequest) -> Preemptor:
         found = self._preemptors.get(gang.key)
