@@ -26,11 +26,11 @@ from kai.engine.evictions.decisions import (
 )
 from kai.engine.evictions.greedy_search import greedy_search, preemptor_nodes
 from kai.engine.evictions.minruntime import preemption_delayed
+from kai.engine.evictions.options import VictimOption
 from kai.engine.evictions.preemptors import Preemptor
+from kai.engine.evictions.reclaim_rules import can_reclaim
 from kai.engine.evictions.room import Overlay, Seat, seat_all
 from kai.engine.evictions.rules import (
-    VictimOption,
-    can_reclaim,
     consolidation_on,
     may_consolidate,
     may_preempt,

@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterator, Sequence
 from kai.engine.evictions.budget import SearchBudget
 from kai.engine.evictions.decisions import Action
 from kai.engine.evictions.gangs import RunningGang
+from kai.engine.evictions.options import Verdict, VictimOption
 from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.room import Meter, Overlay, Seat, release, seat_all
-from kai.engine.evictions.rules import Verdict, VictimOption, check
+from kai.engine.evictions.rules import check
 from kai.engine.evictions.scenario import Scenario
 from kai.engine.evictions.state import EvictionState
 from kai.engine.model import Pod

@@ -14,8 +14,8 @@ from datetime import datetime
 from math import ceil
 
 from kai.engine.evictions.gangs import RunningGang
+from kai.engine.evictions.options import Verdict, VictimOption
 from kai.engine.evictions.room import Seat
-from kai.engine.evictions.rules import Verdict, VictimOption
 from kai.engine.evictions.state import EvictionState
 
 GPU_UNITS = 100  # disruption counts hundredths of a GPU

@@ -7,7 +7,7 @@ of the moved pods of each shape go to each node. Constraints: per node, the pods
 seated there fit the free room plus what the victims on it leave (a shared device
 counts as a whole GPU again once every pod on it goes); gangs stay whole or above
 their minimum; the preemptor's queues stay within their limits; for reclaim, KAI's
-per-chunk rules and the sibling-saturation check, as linear constraints. The
+per-chunk rules and the sibling-saturation check (`reclaim_model`). The
 objective is lexicographic: fewest evicted GPUs, then the lowest priorities, then
 the most recently started.
 
@@ -18,25 +18,21 @@ the rules in exact arithmetic, so a rounding slip costs an answer, never a wrong
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
-from math import ceil, floor
 
 from ortools.sat.python import cp_model
 
 from kai.engine.capacity import NodeCapacity
 from kai.engine.evictions.budget import SearchBudget
+from kai.engine.evictions.cp_terms import Derivation, all_of, any_of, distinct, scaled
 from kai.engine.evictions.decisions import Action
 from kai.engine.evictions.greedy_search import preemptor_nodes, seat_elsewhere
+from kai.engine.evictions.options import VictimOption
 from kai.engine.evictions.preemptors import Preemptor
+from kai.engine.evictions.reclaim_model import add_reclaim_rules
 from kai.engine.evictions.room import Overlay, Seat, release, seat_all
-from kai.engine.evictions.rules import (
-    VictimOption,
-    check,
-    leveled,
-    side_threshold,
-)
+from kai.engine.evictions.rules import check
 from kai.engine.evictions.scenario import PodCost, Scenario
 from kai.engine.evictions.state import EvictionState
 from kai.engine.model import UNLIMITED, Placement, Pod
@@ -44,11 +40,6 @@ from kai.engine.resources import RESOURCE_NAMES, ResourceName, Resources
 from kai.engine.solver.lexicographic import Stage, Tier
 
 _MIB = 2**20
-_RULE_UNITS: dict[ResourceName, Fraction] = {
-    "gpu": Fraction(1000),  # thousandths of a GPU
-    "cpu": Fraction(1),  # millicores
-    "memory": Fraction(1, 2**26),  # 64 MiB: products of two amounts stay far from 2**63
-}
 _MAX_WEIGHT = 2**61
 _NEVER = 2**31
 MODEL_NODES_PER_POD = 4
@@ -56,10 +47,6 @@ MODEL_NODES_EXTRA = 8
 """On a large cluster a model covers this many nodes per preemptor pod, plus a few."""
 _DETERMINISTIC_TIME_PER_SECOND = 0.5
 
-Value = Callable[[cp_model.IntVar], int]
-"""A variable's value in a given solution."""
-Derivation = Callable[[Value], int]
-"""How an auxiliary variable's value follows from the others' in a solution."""
 ShapeKey = tuple[int, int, int, frozenset[str]]
 """Whole GPUs, millicores and bytes (rounded up), and the nodes the pod may use."""
 Room = tuple[int, int, int, int]
@@ -97,7 +84,7 @@ def cp_sat_search(
         return Answer(None, 0.0, "over-budget")
     time_limit = budget.model_seconds(models_left)
     budget.spend_model(size)
-    built = _VictimModel(state, action, preemptor, options, costs, hint)
+    built = VictimModel(state, action, preemptor, options, costs, hint)
     if not built.nodes:
         return Answer(None, 0.0, "no-room")
     if hint is not None:
@@ -117,7 +104,7 @@ def cp_sat_search(
     return Answer(built.decode(solver), solver.wall_time, name)
 
 
-class _VictimModel:
+class VictimModel:
     def __init__(
         self,
         state: EvictionState,
@@ -168,7 +155,7 @@ class _VictimModel:
         if action is not Action.CONSOLIDATE:
             self._add_limits()
         if action is Action.RECLAIM:
-            self._add_reclaim_rules()
+            add_reclaim_rules(self)
         self._add_objective()
 
     # -- nodes and shapes ----------------------------------------------------------------
@@ -310,7 +297,7 @@ class _VictimModel:
             self.model.add(sum(terms) == sum(self.evict[pod.key] for pod in pods))
         touched = []
         for key in sorted(self.options):
-            literals = _distinct(
+            literals = distinct(
                 self.evict[pod.key] for pod in self.options[key].gang.pods if pod.key in self.evict
             )
             if literals:
@@ -318,7 +305,7 @@ class _VictimModel:
                 for literal in literals:
                     self.model.add(any_var >= literal)
                 touched.append(any_var)
-                self.derived.append((any_var, _any_of(literals)))
+                self.derived.append((any_var, any_of(literals)))
         self.model.add(sum(touched) <= self.state.config.evictions.max_consolidation_preemptees)
 
     def _add_capacity(self) -> None:
@@ -366,7 +353,7 @@ class _VictimModel:
             for literal in literals:
                 self.model.add(var <= literal)
             self.freed_device[name, device] = var
-            self.derived.append((var, _all_of(literals)))
+            self.derived.append((var, all_of(literals)))
             freed.append(var)
         return freed
 
@@ -382,162 +369,22 @@ class _VictimModel:
                 excess = held.get(name) + request.get(name) - limit
                 if excess <= 0:
                     continue
-                freed = self._freed_under(queue.name, name, up=False)
-                self.model.add(freed >= _scaled(name, excess, up=True))
+                freed = self.freed_under(queue.name, name, up=False)
+                self.model.add(freed >= scaled(name, excess, up=True))
 
-    def _freed_under(self, queue: str, name: ResourceName, up: bool) -> cp_model.LinearExprT:
+    def freed_under(self, queue: str, name: ResourceName, up: bool) -> cp_model.LinearExprT:
         """Scaled amount of a resource the evicted pods under a queue free."""
-        return sum(coefficient * var for coefficient, var in self._freed_terms(queue, name, up))
+        return sum(coefficient * var for coefficient, var in self.freed_terms(queue, name, up))
 
-    def _freed_terms(
+    def freed_terms(
         self, queue: str, name: ResourceName, up: bool
     ) -> list[tuple[int, cp_model.IntVar]]:
         terms: list[tuple[int, cp_model.IntVar]] = []
         for pod_key in self.under.get(queue, []):
             amount = self.state.usage[pod_key].get(name)
             if amount:
-                terms.append((self._pod_units(pod_key, name, up), self.evict[pod_key]))
+                terms.append((self.pod_units(pod_key, name, up), self.evict[pod_key]))
         return terms
-
-    # -- reclaim rules ---------------------------------------------------------------------
-    def _add_reclaim_rules(self) -> None:
-        state, preemptor = self.state, self.preemptor
-        sides: dict[str, list[str]] = defaultdict(list)  # victim side -> gangs under it
-        reclaimer_side: dict[str, str] = {}
-        for key in sorted(self.options):
-            if not any(pod.key in self.evict for pod in self.options[key].gang.pods):
-                continue
-            mine, theirs = leveled(state, preemptor.queue, self.options[key].gang.queue)
-            sides[theirs].append(key)
-            reclaimer_side[theirs] = mine
-        for side, gangs in sorted(sides.items()):
-            self._add_side_rule(side, reclaimer_side[side], gangs)
-        self._add_saturation_rules()
-
-    def _add_side_rule(self, side: str, reclaimer_side: str, gangs: list[str]) -> None:
-        """Some chosen chunk can be taken last while the side is still above its threshold."""
-        model, state = self.model, self.state
-        threshold = side_threshold(state, self.preemptor, reclaimer_side, side)
-        held = state.ledger.allocated.get(side, Resources())
-        chunks: list[tuple[cp_model.IntVar, Resources]] = []
-        literals: list[cp_model.IntVar] = []
-        for key in gangs:
-            gang = self.options[key].gang
-            if key in self.whole:
-                core = gang.core if gang.elastic else gang.pods
-                chunks.append((self.whole[key], self._usage(core)))
-            if gang.elastic:
-                chunks += [(self.evict[pod.key], self._usage((pod,))) for pod in gang.pods]
-            literals += [self.evict[pod.key] for pod in gang.pods]
-        last = [model.new_bool_var(f"last[{side},{i}]") for i in range(len(chunks))]
-        for flag, (chosen, _) in zip(last, chunks, strict=True):
-            model.add(flag <= chosen)
-        gives = model.new_bool_var(f"gives[{side}]")  # something is taken from this side
-        distinct = _distinct(literals)
-        for literal in distinct:
-            model.add(literal <= gives)
-        model.add(sum(last) == gives)
-        self.derived.append((gives, _any_of(distinct)))
-        pods = [pod for key in gangs for pod in self.options[key].gang.pods]
-        names = sorted(threshold)
-        held_units = {n: _scaled(n, held.get(n), False) for n in names}
-        need = {n: _scaled(n, threshold[n], True) + 1 for n in names}
-        taken_terms = {
-            n: [
-                (self._pod_units(pod.key, n, True), self.evict[pod.key])
-                for pod in pods
-                if state.usage[pod.key].get(n)
-            ]
-            for n in names
-        }
-        kept = [{n: _scaled(n, amount.get(n), False) for n in names} for _, amount in chunks]
-
-        remembered: dict[int, int | None] = {}  # per solution evaluated: its chosen last chunk
-
-        def chosen_last(value: Value) -> int | None:
-            if id(value) not in remembered:
-                taken = {n: sum(c * value(v) for c, v in taken_terms[n]) for n in names}
-                remembered[id(value)] = next(
-                    (
-                        i
-                        for i, (chosen, _) in enumerate(chunks)
-                        if value(chosen)
-                        and any(held_units[n] - taken[n] + kept[i][n] >= need[n] for n in names)
-                    ),
-                    None,
-                )
-            return remembered[id(value)]
-
-        def left_with(value: Value, index: int, name: ResourceName) -> int:
-            taken = sum(c * value(v) for c, v in taken_terms[name])
-            return held_units[name] - taken + kept[index][name]
-
-        def is_last(index: int) -> Derivation:
-            return lambda value: int(chosen_last(value) == index)
-
-        for index, flag in enumerate(last):
-            self.derived.append((flag, is_last(index)))
-        above: list[cp_model.IntVar] = []
-        for name in names:
-            flag = model.new_bool_var(f"above[{side},{name}]")
-            kept_last = sum(
-                kept[i][name] * flag_last for i, flag_last in enumerate(last) if kept[i][name]
-            )
-            taken = sum(c * v for c, v in taken_terms[name])
-            model.add(held_units[name] - taken + kept_last >= need[name]).only_enforce_if(flag)
-            above.append(flag)
-
-            def is_above(value: Value, name: ResourceName = name) -> int:
-                index = chosen_last(value)
-                return int(index is not None and left_with(value, index, name) >= need[name])
-
-            self.derived.append((flag, is_above))
-        model.add(sum(above) >= gives)
-
-    def _add_saturation_rules(self) -> None:
-        """At each level of the reclaimer's path, no touched sibling may end up less saturated."""
-        model, state, preemptor = self.model, self.state, self.preemptor
-        shares, queues = state.inputs.shares, state.inputs.queues
-        multiplier = state.config.evictions.reclaimer_saturation_multiplier
-        under = self.under
-        asked = {name for name, value in preemptor.request.items() if value > 0}
-        for level in state.ledger.ancestry(preemptor.queue):
-            fair = shares[level.name].fair_share
-            held = state.ledger.allocated.get(level.name, Resources()) + preemptor.request
-            for sibling in sorted(under):
-                if sibling == level.name or queues[sibling].parent != level.parent:
-                    continue
-                touched = model.new_bool_var(f"touched[{level.name},{sibling}]")
-                for pod_key in under[sibling]:
-                    model.add(touched >= self.evict[pod_key])
-                self.derived.append((touched, _any_of([self.evict[k] for k in under[sibling]])))
-                involved = set(asked)
-                for pod_key in under[sibling]:
-                    involved |= {n for n, v in state.usage[pod_key].items() if v > 0}
-                sibling_fair = shares[sibling].fair_share
-                sibling_held = state.ledger.allocated.get(sibling, Resources())
-                for name in sorted(involved):
-                    if sibling_fair.get(name) <= 0:
-                        continue
-                    mine_terms = self._freed_terms(level.name, name, up=False)
-                    mine_held = _scaled(name, held.get(name), False)
-                    mine = mine_held - sum(c * v for c, v in mine_terms)
-                    theirs = _scaled(name, sibling_held.get(name), False) - self._freed_under(
-                        sibling, name, up=True
-                    )
-                    fair_mine = _scaled(name, fair.get(name), False)
-                    fair_theirs = _scaled(name, sibling_fair.get(name), False)
-                    if fair_mine <= 0:  # any holding is infinitely saturated
-                        model.add(mine <= 0).only_enforce_if(touched)
-                        continue
-                    over = model.new_bool_var(f"over[{level.name},{sibling},{name}]")
-                    model.add(mine <= fair_mine).only_enforce_if(over.Not())
-                    self.derived.append((over, _exceeds(mine_held, mine_terms, fair_mine)))
-                    # mine/fair_mine * multiplier < theirs/fair_theirs, cross-multiplied.
-                    model.add(
-                        mine * multiplier.numerator * fair_theirs
-                        <= theirs * fair_mine * multiplier.denominator - 1
-                    ).only_enforce_if([over, touched])
 
     # -- objective -------------------------------------------------------------------------
     def _add_objective(self) -> None:
@@ -666,15 +513,15 @@ class _VictimModel:
         queue = self.state.groups[gang_key].queue
         return [q.name for q in self.state.ledger.ancestry(queue)]
 
-    def _usage(self, pods: Sequence[Pod]) -> Resources:
+    def usage_of(self, pods: Sequence[Pod]) -> Resources:
         return sum((self.state.usage[pod.key] for pod in pods), Resources())
 
-    def _pod_units(self, pod_key: str, name: ResourceName, up: bool) -> int:
+    def pod_units(self, pod_key: str, name: ResourceName, up: bool) -> int:
         """A pod's usage of one resource in the rules' integer units."""
         key = (pod_key, name, up)
         units = self._units.get(key)
         if units is None:
-            units = self._units[key] = _scaled(name, self.state.usage[pod_key].get(name), up)
+            units = self._units[key] = scaled(name, self.state.usage[pod_key].get(name), up)
         return units
 
 
@@ -693,27 +540,6 @@ class _ShapeIndex:
                 name for name in self._state.future if allowed(name)
             )
         return (pod.gpu.whole, pod.cpu_millis, pod.memory_bytes, nodes)
-
-
-def _any_of(literals: Sequence[cp_model.IntVar]) -> Derivation:
-    return lambda value: int(any(value(literal) for literal in literals))
-
-
-def _all_of(literals: Sequence[cp_model.IntVar]) -> Derivation:
-    return lambda value: int(all(value(literal) for literal in literals))
-
-
-def _exceeds(held: int, freed: Sequence[tuple[int, cp_model.IntVar]], bound: int) -> Derivation:
-    """1 when what is held, less what the chosen victims free, is above the bound."""
-    return lambda value: int(held - sum(c * value(v) for c, v in freed) > bound)
-
-
-def _distinct(literals: Iterable[cp_model.IntVar]) -> list[cp_model.IntVar]:
-    """Each variable once (CP-SAT variables overload ==, so sets of them are not safe)."""
-    seen: dict[int, cp_model.IntVar] = {}
-    for literal in literals:
-        seen.setdefault(literal.index, literal)
-    return list(seen.values())
 
 
 def _fits_amounts(potential: Room, whole: int, cpu: int, memory: int) -> bool:
@@ -753,11 +579,6 @@ def _add_demand(
         seated["cpu"].append(cpu * var)
     if memory:
         seated["memory"].append(-(-memory // _MIB) * var)
-
-
-def _scaled(name: ResourceName, value: Fraction, up: bool) -> int:
-    amount = value * _RULE_UNITS[name]
-    return ceil(amount) if up else floor(amount)
 
 
 def _span(tiers: Sequence[Tier]) -> int:

@@ -10,7 +10,9 @@ from kai.engine.evictions.decisions import (
     MAINTAIN_FAIR_SHARE,
     Action,
 )
-from kai.engine.evictions.rules import VictimOption, can_reclaim, check, victim_options
+from kai.engine.evictions.options import VictimOption
+from kai.engine.evictions.reclaim_rules import can_reclaim
+from kai.engine.evictions.rules import check, victim_options
 from kai.engine.evictions.state import EvictionState
 from kai.engine.resources import Resources
 from tests.unit.evictions.clusters import (
