@@ -117,8 +117,17 @@ def _round(number: int, result: CycleResult) -> dict[str, Any]:
             "solverStatus": result.report.status,
             "gpusAllocated": _gpus(result.report.gpus_engine),
             "gpusAllocatedByGreedy": _gpus(result.report.gpus_greedy),
+            **_victim_search(result),
         },
     }
+
+
+def _victim_search(result: CycleResult) -> dict[str, Any]:
+    """Which search chose the victims of each committed eviction decision."""
+    report = result.eviction_report
+    if report is None or not (report.cp_sat_answers or report.greedy_answers):
+        return {}
+    return {"victimsFrom": {"cp-sat": report.cp_sat_answers, "greedy": report.greedy_answers}}
 
 
 def _resources(value: Resources) -> dict[str, float | int]:
