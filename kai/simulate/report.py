@@ -167,6 +167,8 @@ def render_table(document: dict[str, Any]) -> str:
                 f"  evicted {eviction['pod']} from {eviction['node']}: {eviction['action']} "
                 f"({eviction['rule']}){made_for}\n"
             )
+        for waiting in round_doc["pipelined"]:
+            out.write(f"  pipelined {waiting['pod']} on {waiting['node']}\n")
     out.write("\nPODS\n")
     _table(
         out,
