@@ -1,13 +1,13 @@
 """The scheduling loop: one cycle every period, and early after relevant changes.
 
 A cycle: take a consistent view of the watch cache; plan the groups of new pods
-(no writes yet); build the engine's snapshot with the plans and the scheduler's
-own recent binds laid over it; solve it on a worker thread (the engine is
-CPU-bound and must not stall the watches or the lease renewals on the event
-loop); write the new PodGroups and bind, each pod as soon as its group is
-written; write status, events and metrics; collect unused GPU reservations.
-Only the leader runs cycles. A failing cycle is logged and the next one starts
-from the cluster as it is then.
+(reads only); start writing their PodGroups; meanwhile build the engine's
+snapshot with the plans and the scheduler's own recent binds laid over it, and
+solve it on a worker thread (the engine is CPU-bound and must not stall the
+watches, the lease renewals or those writes on the event loop); bind, each pod
+as soon as its group is written; write status, events and metrics; collect
+unused GPU reservations. Only the leader runs cycles. A failing cycle is logged
+and the next one starts from the cluster as it is then.
 """
 
 from __future__ import annotations
