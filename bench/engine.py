@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
-import math
 import os
 import pstats
 import resource
@@ -34,6 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.synthetic import ClusterSpec, synthetic_cluster
+from bench.timing import summarize, timed_cycle
 from kai.engine.accounting import accounting_device_memory
 from kai.engine.cycle import CycleResult, run_cycle
 from kai.engine.gangs import pod_resources
@@ -88,8 +88,8 @@ def measure(
     cycles: list[CycleResult] = []
     greedy_gpus: list[Fraction] = []
     for run in range(1, runs + 1):
-        greedy_time, greedy_cpu_time, greedy_only = _timed(snapshot, greedy_config)
-        cycle_time, cycle_cpu_time, cycle = _timed(snapshot, full_config)
+        greedy_time, greedy_cpu_time, greedy_only = timed_cycle(snapshot, greedy_config)
+        cycle_time, cycle_cpu_time, cycle = timed_cycle(snapshot, full_config)
         greedy_seconds.append(greedy_time)
         cycle_seconds.append(cycle_time)
         greedy_cpu.append(greedy_cpu_time)
@@ -157,16 +157,6 @@ def profile_cycle(spec: ClusterSpec, time_limit: float, path: Path) -> None:
     stats.sort_stats(pstats.SortKey.CUMULATIVE).print_stats(PROFILE_LINES)
 
 
-def summarize(seconds: Sequence[float]) -> dict[str, float]:
-    """Median and nearest-rank 95th percentile: with fewer than 20 runs the p95 is the slowest."""
-    ordered = sorted(seconds)
-    rank = math.ceil(0.95 * len(ordered))
-    return {
-        "median": round(statistics.median(ordered), 3),
-        "p95": round(ordered[rank - 1], 3),
-    }
-
-
 def format_table(results: Sequence[Document]) -> str:
     """One row per size, then a line per size saying which targets were met."""
     rows = [TABLE_COLUMNS.split("|")]
@@ -207,13 +197,6 @@ def format_table(results: Sequence[Document]) -> str:
             f"(load average {r['loadAverage1m']} on {r['cpus']} CPUs)"
         )
     return "\n".join(lines)
-
-
-def _timed(snapshot: Snapshot, config: EngineConfig) -> tuple[float, float, CycleResult]:
-    """Wall seconds, and CPU seconds of this process (all threads: the solver runs two workers)."""
-    started, started_cpu = time.perf_counter(), time.process_time()
-    result = run_cycle(snapshot, config)
-    return time.perf_counter() - started, time.process_time() - started_cpu, result
 
 
 def _gpu_supply_and_demand(snapshot: Snapshot) -> tuple[Fraction, Fraction]:

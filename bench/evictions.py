@@ -16,11 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import statistics
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from fractions import Fraction
@@ -31,7 +28,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.synthetic_full import FullClusterSpec, full_cluster
-from kai.engine.cycle import CycleResult, run_cycle
+from bench.timing import summarize, timed_cycle
+from kai.engine.cycle import CycleResult
 from kai.engine.gangs import pod_resources
 from kai.engine.model import EngineConfig, PodPhase, Snapshot
 
@@ -72,8 +70,8 @@ def measure(
     engine_cycles: list[CycleResult] = []
     greedy_cycles: list[CycleResult] = []
     for run in range(1, runs + 1):
-        greedy_time, greedy_cpu_time, greedy = _timed(snapshot, greedy_config)
-        engine_time, engine_cpu_time, engine = _timed(snapshot, engine_config)
+        greedy_time, greedy_cpu_time, greedy = timed_cycle(snapshot, greedy_config)
+        engine_time, engine_cpu_time, engine = timed_cycle(snapshot, engine_config)
         greedy_seconds.append(greedy_time)
         engine_seconds.append(engine_time)
         greedy_cpu.append(greedy_cpu_time)
@@ -137,13 +135,6 @@ def gangs_placed(snapshot: Snapshot, cycle: CycleResult) -> int:
     return len(placed & _pending_gangs(snapshot))
 
 
-def summarize(seconds: Sequence[float]) -> dict[str, float]:
-    """Median and nearest-rank 95th percentile: with fewer than 20 runs the p95 is the slowest."""
-    ordered = sorted(seconds)
-    rank = math.ceil(0.95 * len(ordered))
-    return {"median": round(statistics.median(ordered), 3), "p95": round(ordered[rank - 1], 3)}
-
-
 def format_table(results: Sequence[Document]) -> str:
     rows = [TABLE_COLUMNS.split("|")]
     for r in results:
@@ -172,13 +163,6 @@ def format_table(results: Sequence[Document]) -> str:
     lines = ["  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
     lines.insert(1, "-" * len(lines[0]))
     return "\n".join(lines) + "\n"
-
-
-def _timed(snapshot: Snapshot, config: EngineConfig) -> tuple[float, float, CycleResult]:
-    """Wall and CPU seconds of one cycle: on a loaded machine the CPU time is the steadier one."""
-    started, cpu = time.perf_counter(), time.process_time()
-    result = run_cycle(snapshot, config)
-    return time.perf_counter() - started, time.process_time() - cpu, result
 
 
 def _pending_gangs(snapshot: Snapshot) -> set[str]:
