@@ -33,7 +33,7 @@ from kai.testing.controlplane import ClusterAccess
 from kai.testing.fakes import GpuNode, NodeFactory
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-GANG = 40
+GANG = 200  # large enough that binding one at a time takes seconds: the kill lands mid-gang
 GPUS_PER_NODE = 8
 
 
@@ -82,7 +82,12 @@ async def test_killed_mid_gang_and_restarted_binds_each_pod_once(
         await client.BatchV1Api(api).create_namespaced_job(namespace, job)
 
         async def binding_started() -> bool:
-            return len(await bound_pods(api, namespace)) > 0
+            # Server-side filter, one item: cheap enough to notice the first bind at once
+            # (decoding every pod of the gang on each poll would miss the window).
+            bound = await client.CoreV1Api(api).list_namespaced_pod(
+                namespace, field_selector="spec.nodeName!=", limit=1
+            )
+            return bool(bound.items)
 
         await wait_for("the first binds", binding_started, timeout=60, every=0.005)
         first.send_signal(signal.SIGKILL)
