@@ -45,6 +45,10 @@ class QueueBudget:
         self.allocated: dict[str, Resources] = dict(allocated)
         self.allocated_np: dict[str, Resources] = dict(allocated_non_preemptible)
 
+    def copy(self) -> QueueBudget:
+        """An independent ledger starting from this one's allocations."""
+        return QueueBudget(self._queues, self.allocated, self.allocated_np)
+
     def ancestry(self, leaf: str) -> list[Queue]:
         """The leaf and its ancestors, leaf first."""
         chain: list[Queue] = []
@@ -95,18 +99,6 @@ class QueueBudget:
                 self.allocated_np[queue.name] = (
                     self.allocated_np.get(queue.name, Resources()) + request
                 )
-
-
-def subtree_totals(
-    queues: Mapping[str, Queue], per_leaf: Mapping[str, Resources]
-) -> dict[str, Resources]:
-    """Sum leaf amounts up the hierarchy: every queue gets its own plus its descendants'."""
-    totals: dict[str, Resources] = {}
-    budget = QueueBudget(queues, {}, {})
-    for leaf, amount in per_leaf.items():
-        for queue in budget.ancestry(leaf):
-            totals[queue.name] = totals.get(queue.name, Resources()) + amount
-    return totals
 
 
 def leaf_names(queues: Iterable[Queue]) -> set[str]:

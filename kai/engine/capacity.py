@@ -13,7 +13,6 @@ import math
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 from kai.engine.model import Node, Pod
 from kai.engine.resources import Resources
@@ -115,16 +114,6 @@ class NodeCapacity:
             self.opened += 1
             if group not in self.shared:
                 return group
-
-    def gpu_used_fraction(self) -> Fraction:
-        """Share of this node's GPUs in use, counting shared devices by their used memory."""
-        if not self.node.gpus:
-            return Fraction(0)
-        shared_use = sum(
-            (Fraction(used, self.node.gpu_memory_mib) for used in self.shared.values()), Fraction(0)
-        )
-        whole_used = self.node.gpus - self.whole_gpus - len(self.shared)
-        return (whole_used + shared_use) / self.node.gpus
 
 
 def initial_capacity(nodes: Iterable[Node], pods: Iterable[Pod]) -> dict[str, NodeCapacity]:

@@ -142,7 +142,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
             order, NodeIndex(start, config.placement_strategy), ledger, eligible_for, memory_mib
         )
 
-    greedy_budget = _copy_budget(budget, queues)
+    greedy_budget = budget.copy()
     greedy = run_greedy(capacity, placeable, greedy_budget)
     greedy_violations = validate(snapshot, _proposed(greedy))
     if greedy_violations:
@@ -171,7 +171,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
             if not found and _better_or_equal(optimized.outcome, greedy, memory_mib):
                 chosen, answer = optimized.outcome, "cp-sat"
 
-    final_budget = _copy_budget(budget, queues)
+    final_budget = budget.copy()
     admitted = set(chosen.admitted)
     for placement in chosen.placements.values():
         group = groups[placement.pod.group]
@@ -262,10 +262,6 @@ def _queue_problem(
 
 def _pending(group: PodGroup, refusal: Refusal) -> GroupDecision:
     return GroupDecision(group.key, group.queue, False, refusal.reason, refusal.message)
-
-
-def _copy_budget(budget: QueueBudget, queues: Mapping[str, object]) -> QueueBudget:
-    return QueueBudget(queues, budget.allocated, budget.allocated_np)  # type: ignore[arg-type]
 
 
 def _proposed(outcome: AllocationOutcome) -> list[ProposedBinding]:

@@ -73,7 +73,7 @@ class EvictionState:
             for pod in gang.pods
             if pod.node in nodes
         }
-        ledger = QueueBudget(inputs.queues, inputs.ledger.allocated, inputs.ledger.allocated_np)
+        ledger = inputs.ledger.copy()
         groups = {group.key: group for group in snapshot.pod_groups}
         for placement in inputs.placements.values():
             # Bound pods count as running pods do: a gpu-memory request on the node's devices.

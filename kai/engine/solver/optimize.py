@@ -101,7 +101,7 @@ def optimize(
     decoded = decode(allocation, answer, capacity, order)
     outcome = AllocationOutcome(dict(decoded.placements), list(decoded.admitted), {})
     # Repair: leftover capacity goes to gangs the decoded answer did not place.
-    ledger = QueueBudget(queues, budget.allocated, budget.allocated_np)
+    ledger = budget.copy()
     index = NodeIndex(capacity, config.placement_strategy)
     for placement in decoded.placements.values():
         index.take(placement.node, placement.pod, placement.gpu_groups or None)
