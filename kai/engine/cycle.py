@@ -82,6 +82,8 @@ class CycleResult:
     stamps: dict[str, GroupStamps] = field(default_factory=dict)
     """PodGroups whose scheduler timestamps (annotations) change, with their new values."""
     eviction_report: EvictionReport | None = None
+    offered: tuple[str, ...] = ()
+    """Gangs in the order KAI's queue order offered them resources this cycle."""
 
 
 def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
@@ -157,7 +159,6 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
             capacity,
             queues,
             budget,
-            shares,
             eligible_for,
             greedy,
             config,
@@ -242,6 +243,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
         outcome.pipelined,
         outcome.stamps,
         outcome.report,
+        tuple(greedy.offered),
     )
 
 
@@ -277,8 +279,16 @@ def _gpus(outcome: AllocationOutcome, memory_mib: int) -> Fraction:
 def _better_or_equal(
     candidate: AllocationOutcome, baseline: AllocationOutcome, memory_mib: int
 ) -> bool:
-    """More GPUs placed wins, then more pods: the solver's answer must never lose to the greedy one."""
-    return (_gpus(candidate, memory_mib), len(candidate.placements)) >= (
-        _gpus(baseline, memory_mib),
-        len(baseline.placements),
-    )
+    """KAI's order first, then GPUs placed, then pods: the solver's answer never loses to greedy's.
+
+    The order comparison is lexicographic over the gangs as the greedy pass offered them:
+    the first gang on which the two answers differ decides, so no number of later gangs
+    (or GPUs) outweighs an earlier gang in KAI's order.
+    """
+
+    def rank(outcome: AllocationOutcome) -> tuple[tuple[bool, ...], Fraction, int]:
+        admitted = set(outcome.admitted)
+        in_order = tuple(key in admitted for key in baseline.offered)
+        return in_order, _gpus(outcome, memory_mib), len(outcome.placements)
+
+    return rank(candidate) >= rank(baseline)

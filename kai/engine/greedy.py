@@ -32,6 +32,13 @@ class AllocationOutcome:
     refusals: dict[str, Refusal] = field(
         default_factory=dict
     )  # gang key -> why its core was not placed
+    offered: list[str] = field(default_factory=list)
+    """Gang keys with a core, in the order KAI's queue order offered them resources.
+
+    The order depends on what was admitted before (queues re-rank after each admission),
+    so it is recorded as it happened: the solver keeps this order and improves only the
+    packing within it.
+    """
 
 
 def greedy_allocate(
@@ -48,6 +55,7 @@ def greedy_allocate(
     outcome = AllocationOutcome()
     for gang in gangs:
         if gang.core:
+            outcome.offered.append(gang.key)
             if not _place_core(gang, index, budget, eligible_for, accounting_memory_mib, outcome):
                 continue
             outcome.admitted.append(gang.key)

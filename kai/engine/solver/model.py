@@ -5,8 +5,10 @@ none), how many elastic pods each gets, how many pods of each shape go to each n
 class, and how many nodes (or shared devices) of each class take each packing
 pattern. Constraints: gang linking, exact GPU packing through patterns, per-class
 CPU / memory / pod totals, queue limits and non-preemptible quota at every
-ancestor. The objective is lexicographic: fair-share deficits first, then GPUs by
-priority level, then elastic pods, then placement quality (bin-packing or spread).
+ancestor. The objective is lexicographic: gangs in KAI's order first (the order the
+greedy pass offered them, which already holds queue priority, hierarchical fair
+share and job order), then elastic pods, then fewer shared devices opened, then
+placement quality (bin-packing or spread).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from fractions import Fraction
 from ortools.sat.python import cp_model
 
 from kai.engine.budget import QueueBudget
-from kai.engine.fairshare import QueueShare
 from kai.engine.gangs import GangRequest, pod_resources
 from kai.engine.model import UNLIMITED, PlacementStrategy, Queue
 from kai.engine.resources import RESOURCE_NAMES, ResourceName, Resources
@@ -28,6 +29,8 @@ from kai.engine.solver.patterns import enumerate_patterns
 from kai.engine.solver.shapes import NodeClass, Shape
 
 OBJECTIVE_GPU_UNITS = 100  # the objective counts hundredths of a GPU
+ORDER_WINDOW = 60
+"""Gangs ranked one tier each: 60 one-bit tiers fold into a single 64-bit solver stage."""
 _UNITS: dict[ResourceName, int] = {"gpu": 1000, "cpu": 1, "memory": 1}
 _MEMORY_UNIT = 2**20  # memory constraints in MiB keep coefficients small
 
@@ -69,10 +72,10 @@ class ModelInput:
     shape_index: Mapping[str, int]  # pod key -> shape
     queues: Mapping[str, Queue]
     budget: QueueBudget
-    shares: Mapping[str, QueueShare]  # fair share, deserved and allocation of every queue
     strategy: PlacementStrategy
     accounting_memory_mib: int
-    min_gpu_units: int  # the greedy answer's GPUs, in objective units: never do worse
+    order: Sequence[str]  # gang keys in the order the greedy pass offered them resources
+    greedy_admitted: frozenset[str]  # the gangs the greedy pass admitted: never do worse
 
 
 class AllocationModel:
@@ -84,8 +87,6 @@ class AllocationModel:
         self.count: dict[tuple[int, int], cp_model.IntVar] = {}
         self.patterns: dict[int, ClassPatterns] = {}
         self.tiers: list[Tier] = []
-        # Share-tier variables with the terms that bound them, so a hint can set them too.
-        self.held: list[tuple[cp_model.IntVar, int, list[tuple[cp_model.IntVar, int]]]] = []
         self._gang_terms: dict[str, list[tuple[cp_model.IntVar, Resources, int]]] = defaultdict(
             list
         )
@@ -327,87 +328,49 @@ class AllocationModel:
         return _ceil(request.gpu * OBJECTIVE_GPU_UNITS)
 
     def _add_objective(self) -> None:
-        data = self.data
-        self._add_share_tiers()
-        levels = sorted({g.group.priority for g in data.gangs if g.core}, reverse=True)
-        total_gpu: list[cp_model.LinearExprT] = []
-        for level in levels:
-            terms, bound = [], 0
-            for gang in data.gangs:
-                if gang.core and gang.group.priority == level:
-                    request = gang.core_request(data.accounting_memory_mib)
-                    weight = self._gpu_units(request) + 1  # +1 so CPU-only gangs count too
-                    terms.append(weight * self.admit[gang.key])
-                    total_gpu.append(self._gpu_units(request) * self.admit[gang.key])
-                    bound += weight
-            self.tiers.append(Tier(f"gangs at priority {level}", sum(terms), bound))
+        self._add_order_tiers()
         elastic_terms, elastic_bound = [], 0
-        for gang in data.gangs:
+        for gang in self.data.gangs:
             for var, request, is_core in self._gang_terms[gang.key]:
                 if not is_core:
                     weight = self._gpu_units(request) + 1
                     elastic_terms.append(weight * var)
-                    total_gpu.append(self._gpu_units(request) * var)
                     elastic_bound += weight * len(gang.elastic)
         if elastic_terms:
             self.tiers.append(Tier("elastic pods", sum(elastic_terms), elastic_bound))
-        if total_gpu and data.min_gpu_units > 0:
-            self.model.add(sum(total_gpu) >= data.min_gpu_units)
-        self._add_order_tier()
         self._add_placement_tier()
 
-    def _add_share_tiers(self) -> None:
-        """Per queue-tree depth, top first: GPUs within deserved quota, then within fair share.
+    def _add_order_tiers(self) -> None:
+        """Admit gangs lexicographically in the order KAI's queue order offered them.
 
-        Top-level guarantees dominate, as KAI divides top-down: a department's deserved
-        quota is never traded for a project's surplus elsewhere in the tree.
+        This is what keeps KAI's fairness while optimising: an earlier gang (higher queue
+        priority, further below its fair share, higher job priority, older) is never
+        dropped to make room for later ones, however many GPUs they bring; a later gang
+        gets in before an earlier one only when the earlier one cannot be placed anyway.
+        The solver's freedom is the packing, and packing better admits gangs the greedy
+        pass had to refuse. Gangs the greedy pass admitted before its first refusal are
+        fixed: nothing earlier can displace them. The next ORDER_WINDOW gangs get one
+        tier each (exact lexicographic order); beyond that, a rank-weighted tier keeps
+        the order approximately and the cycle's final comparison keeps it exactly.
         """
         data = self.data
-        subtree_terms: dict[str, list[tuple[cp_model.IntVar, int]]] = defaultdict(list)
-        depth: dict[str, int] = {}
-        for gang in data.gangs:
-            chain = data.budget.ancestry(gang.group.queue)
-            for level, queue in enumerate(chain):
-                depth[queue.name] = len(chain) - 1 - level
-                subtree_terms[queue.name] += [
-                    (var, self._gpu_units(request))
-                    for var, request, _ in self._gang_terms[gang.key]
-                ]
-        for level in range(max(depth.values(), default=-1) + 1):
-            for kind in ("deserved", "fair share"):
-                terms, bound = [], 0
-                for name in sorted(n for n, d in depth.items() if d == level):
-                    share = data.shares.get(name)
-                    if share is None:
-                        continue
-                    target = share.deserved.gpu if kind == "deserved" else share.fair_share.gpu
-                    room = _floor(
-                        max(Fraction(0), target - share.allocated.gpu) * OBJECTIVE_GPU_UNITS
-                    )
-                    if room <= 0:
-                        continue
-                    held = self.model.new_int_var(0, room, f"{kind}[{name}]")
-                    parts = subtree_terms[name]
-                    self.model.add(
-                        held
-                        <= cp_model.LinearExpr.weighted_sum(
-                            [v for v, _ in parts], [c for _, c in parts]
-                        )
-                    )
-                    self.held.append((held, room, parts))
-                    terms.append(held)
-                    bound += room
-                if terms:
-                    self.tiers.append(
-                        Tier(f"GPUs within {kind} at depth {level}", sum(terms), bound)
-                    )
-
-    def _add_order_tier(self) -> None:
-        """Among answers equal so far, prefer gangs earlier in KAI's order (priority, then age)."""
-        ranked = [g for g in self.data.gangs if g.core]
-        terms = [(len(ranked) - rank) * self.admit[g.key] for rank, g in enumerate(ranked)]
-        if terms:
-            self.tiers.append(Tier("KAI order", sum(terms), len(ranked) * (len(ranked) + 1) // 2))
+        offered = [key for key in data.order if key in self.admit]
+        known = set(offered)
+        offered += [g.key for g in data.gangs if g.key in self.admit and g.key not in known]
+        first = next(
+            (i for i, key in enumerate(offered) if key not in data.greedy_admitted), len(offered)
+        )
+        for key in offered[:first]:
+            self.model.add(self.admit[key] == 1)
+        window = offered[first : first + ORDER_WINDOW]
+        for rank, key in enumerate(window, start=first):
+            self.tiers.append(Tier(f"gang {rank} in KAI's order ({key})", self.admit[key], 1))
+        rest = offered[first + ORDER_WINDOW :]
+        if rest:
+            terms = [(len(rest) - rank) * self.admit[key] for rank, key in enumerate(rest)]
+            self.tiers.append(
+                Tier("later gangs in KAI's order", sum(terms), len(rest) * (len(rest) + 1) // 2)
+            )
 
     def _add_placement_tier(self) -> None:
         # Fill devices already shared before opening new ones (KAI's gpupack and gpusharingorder).

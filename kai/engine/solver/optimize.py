@@ -15,14 +15,13 @@ from fractions import Fraction
 from kai.engine.budget import QueueBudget
 from kai.engine.capacity import NodeCapacity
 from kai.engine.eligibility import EligibilityIndex
-from kai.engine.fairshare import QueueShare
 from kai.engine.gangs import GangRequest, pod_resources
 from kai.engine.greedy import AllocationOutcome
 from kai.engine.job_order import gang_order_key
 from kai.engine.model import EngineConfig, Queue
 from kai.engine.node_index import NodeIndex
 from kai.engine.solver.decode import decode
-from kai.engine.solver.model import OBJECTIVE_GPU_UNITS, AllocationModel, ModelInput
+from kai.engine.solver.model import AllocationModel, ModelInput
 from kai.engine.solver.shapes import NodeClass, Shape, build_classes, modelled, shape_of
 from kai.engine.solver.solve import add_greedy_hint, solve
 
@@ -43,7 +42,6 @@ def optimize(
     capacity: Mapping[str, NodeCapacity],
     queues: Mapping[str, Queue],
     budget: QueueBudget,
-    shares: Mapping[str, QueueShare],
     eligible_for: EligibilityIndex,
     greedy: AllocationOutcome,
     config: EngineConfig,
@@ -71,14 +69,6 @@ def optimize(
             shape_index[pod.key] = shape_ids[shape]
     classes = build_classes(capacity, eligibility_sets, lambda cap: cap.pods > 0)
     class_of_node: dict[str, NodeClass] = {n: c for c in classes for n in c.nodes}
-    greedy_gpus = sum(
-        (
-            pod_resources(p.pod, memory_mib).gpu
-            for p in greedy.placements.values()
-            if p.pod.key in shape_index
-        ),
-        Fraction(0),
-    )
     allocation = AllocationModel(
         ModelInput(
             modelled_gangs,
@@ -87,17 +77,18 @@ def optimize(
             shape_index,
             queues,
             budget,
-            shares,
             config.placement_strategy,
             memory_mib,
-            int(greedy_gpus * OBJECTIVE_GPU_UNITS),
+            greedy.offered,
+            frozenset(greedy.admitted),
         )
     )
     add_greedy_hint(allocation, greedy, capacity, class_of_node)
     answer = solve(allocation, config.time_limit_seconds, config.solver_workers, config.random_seed)
     if answer is None:
         return None
-    order = [g.key for g in sorted(gangs, key=gang_order_key)]
+    offered = set(greedy.offered)
+    order = [*greedy.offered, *(g.key for g in modelled_gangs if g.key not in offered)]
     decoded = decode(allocation, answer, capacity, order)
     outcome = AllocationOutcome(dict(decoded.placements), list(decoded.admitted), {})
     # Repair: leftover capacity goes to gangs the decoded answer did not place.

@@ -98,10 +98,8 @@ def add_greedy_hint(
     """Hint the solver with the greedy answer, so that its first solution is at least that good."""
     data, model = allocation.data, allocation.model
     admitted = set(outcome.admitted)
-    hinted: dict[int, int] = {}
     for key, var in allocation.admit.items():
-        hinted[var.index] = int(key in admitted)
-        model.add_hint(var, hinted[var.index])
+        model.add_hint(var, int(key in admitted))
     elastic_keys = {p.key for g in data.gangs for p in g.elastic}
     elastic_placed = Counter(
         (p.pod.group, data.shape_index[p.pod.key])
@@ -109,10 +107,7 @@ def add_greedy_hint(
         if p.pod.key in elastic_keys
     )
     for (gang, shape), var in allocation.elastic.items():
-        hinted[var.index] = elastic_placed.get((gang, shape), 0)
-        model.add_hint(var, hinted[var.index])
-    for held, room, parts in allocation.held:  # a complete hint is taken at once by CP-SAT
-        model.add_hint(held, min(room, sum(c * hinted.get(v.index, 0) for v, c in parts)))
+        model.add_hint(var, elastic_placed.get((gang, shape), 0))
     per_class_shape: Counter[tuple[int, int]] = Counter()
     by_node: dict[str, list[tuple[int, tuple[str, ...]]]] = {}
     for placement in outcome.placements.values():
