@@ -19,8 +19,11 @@ from kai.engine.solver.lexicographic import stages
 from kai.engine.solver.model import AllocationModel
 from kai.engine.solver.shapes import NodeClass
 
-_FIRST_STAGE_SHARE = 0.85
+_FIRST_STAGE_SHARE = 0.6
 _DETERMINISTIC_TIME_PER_SECOND = 0.5
+_MIN_STAGE_WORK = 0.02
+"""Deterministic seconds every stage gets at least, so that every tier is optimised."""
+_WALL_RESERVE_PER_STAGE = 0.03
 
 
 @dataclass
@@ -28,6 +31,7 @@ class SolverAnswer:
     values: dict[int, int]  # variable index -> value
     status: str
     stages_solved: int
+    stages_planned: int = 0
     objective_bounds: list[float] = field(default_factory=list)
     wall_seconds: float = 0.0
 
@@ -38,21 +42,28 @@ class SolverAnswer:
 def solve(
     allocation: AllocationModel, time_limit: float, workers: int, seed: int
 ) -> SolverAnswer | None:
-    """Optimise tier by tier; None when not even the first stage found a feasible answer."""
+    """Optimise stage by stage; None when not even the first stage found a feasible answer.
+
+    Each stage stops on its share of a deterministic work budget (reproducible, whatever
+    the machine's load), and every stage gets a share, so no tier is left unoptimised by an
+    earlier one using up the time. The wall-clock limit is the backstop: each stage may run
+    only until the cycle's limit less a small reserve for the stages after it. A stage's
+    optimum is fixed with the integer value of its objective (folded tiers exceed 2^53,
+    where the solver's float objective is inexact).
+    """
     model = allocation.model
     variables = _all_variables(allocation)
     answer: SolverAnswer | None = None
-    remaining = time_limit
     plan = stages(allocation.tiers) or []
+    wall_left = time_limit
+    work_left = time_limit * _DETERMINISTIC_TIME_PER_SECOND
     for position, stage in enumerate(plan):
-        share = (
-            _FIRST_STAGE_SHARE if position == 0 and len(plan) > 1 else 1.0 / (len(plan) - position)
-        )
-        budget = max(0.05, remaining * share)
+        later = len(plan) - position - 1
+        share = _FIRST_STAGE_SHARE if position == 0 and later else 1.0 / (later + 1)
         solver = cp_model.CpSolver()
         params = solver.parameters
-        params.max_time_in_seconds = budget
-        params.max_deterministic_time = budget * _DETERMINISTIC_TIME_PER_SECOND
+        params.max_deterministic_time = max(_MIN_STAGE_WORK, work_left * share)
+        params.max_time_in_seconds = max(0.05, wall_left - later * _WALL_RESERVE_PER_STAGE)
         params.num_workers = max(1, workers)
         params.interleave_search = workers > 1
         params.random_seed = seed
@@ -60,9 +71,11 @@ def solve(
         # Probing costs more presolve time than a one-second cycle
         # has at 1,000 nodes; without them the hinted answer is found at once.
         params.cp_model_probing_level = 0
-        model.maximize(stage.objective())
+        objective = stage.objective()
+        model.maximize(objective)
         status = solver.solve(model)
-        remaining -= solver.wall_time
+        wall_left -= solver.wall_time
+        work_left -= solver.response_proto.deterministic_time
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             break
         values = {var.index: int(solver.value(var)) for var in variables}
@@ -72,14 +85,15 @@ def solve(
             values,
             solver.status_name(status),
             position + 1,
+            len(plan),
             bounds,
             (answer.wall_seconds if answer else 0.0) + solver.wall_time,
         )
-        model.add(stage.objective() >= int(solver.objective_value))
+        model.add(objective >= int(solver.value(objective)))
         model.clear_hints()  # type: ignore[no-untyped-call]  # untyped in ortools' stubs
         for var in variables:
             model.add_hint(var, values[var.index])
-        if remaining <= 0.05:
+        if wall_left <= 0.05:
             break
     return answer
 
