@@ -2,7 +2,10 @@
 
 The solver, the decoder and the greedy pass share capacity code; this module does
 not. It recomputes node usage, device memory, gang sizes and queue totals from the
-snapshot and the proposed bindings alone, with plain loops. The eviction audit does
+snapshot and the proposed bindings alone, with plain loops. Its node predicates
+(`validator_nodes`) and its queue accounting and fair shares (`validator_shares`) are
+its own too: it imports only the engine's data types, never a module that holds an
+engine rule (a unit test parses the imports to keep it that way). The eviction audit does
 the same for victims: KAI's reclaim, preempt, consolidation and staleness rules are
 re-derived here, apart from the code that searched for the victims. Any violation it
 finds is a bug in the engine: the cycle falls back to a checked answer and tests fail.
@@ -16,11 +19,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
+from typing import Protocol
 
-from kai.engine.accounting import accounting_device_memory, queue_shares
-from kai.engine.eligibility import node_accepts
 from kai.engine.evictions.decisions import Action, EvictionDecision
-from kai.engine.fairshare import QueueShare
 from kai.engine.model import (
     UNLIMITED,
     EngineConfig,
@@ -32,7 +33,9 @@ from kai.engine.model import (
     ReclaimResolveMethod,
     Snapshot,
 )
-from kai.engine.resources import ResourceName
+from kai.engine.resources import ResourceName, Resources
+from kai.engine.validator_nodes import may_run_on
+from kai.engine.validator_shares import Entitlement, entitlements, pending_device_memory
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,7 @@ def validate(snapshot: Snapshot, bindings: Iterable[ProposedBinding]) -> list[st
             continue
         if pod.phase is not PodPhase.PENDING:
             problems.append(f"pod {pod.key} is not pending ({pod.phase.value})")
-        if not node_accepts(node, pod.placement):
+        if not may_run_on(node, pod.placement):
             problems.append(f"pod {pod.key} may not run on node {node.name}")
         new.append((pod, binding))
     problems += _check_nodes(snapshot, new)
@@ -78,6 +81,7 @@ def _check_nodes(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) -> 
     # already over-committed (a kubelet admitted more, allocatable shrank) must not
     # make every later cycle fail.
     touched = {binding.node for _, binding in new}
+    binding_of = {pod.key for pod, _ in new}
     for node in snapshot.nodes:
         if node.name not in touched:
             continue
@@ -89,6 +93,10 @@ def _check_nodes(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) -> 
         unnamed_fraction_mib = 0
         for pod, groups in residents:
             if not pod.gpu.is_fractional:
+                if groups and pod.key in binding_of:
+                    problems.append(
+                        f"pod {pod.key} takes whole GPUs but is bound onto shared devices {groups}"
+                    )
                 continue
             mib = pod.gpu.memory_on(node.gpu_memory_mib)
             if not groups:
@@ -232,6 +240,35 @@ _RULES_BY_ACTION = {
 Amount = tuple[Fraction, Fraction, Fraction]  # gpu, cpu, memory
 
 
+class EngineShare(Protocol):
+    """What the audit reads of the engine's `QueueShare`, to compare it with its own division."""
+
+    @property
+    def deserved(self) -> Resources: ...
+
+    @property
+    def fair_share(self) -> Resources: ...
+
+
+def _disagreements(mine: Mapping[str, Entitlement], theirs: Mapping[str, EngineShare]) -> list[str]:
+    problems: list[str] = []
+    for name in sorted(set(mine) | set(theirs)):
+        if name not in mine or name not in theirs:
+            problems.append(f"queue {name}: fair share computed on one side only")
+            continue
+        for _, resource in _INDEXED:
+            for what, ours, engine in (
+                ("deserved", mine[name].deserved, theirs[name].deserved),
+                ("fair share", mine[name].fair_share, theirs[name].fair_share),
+            ):
+                if ours.get(resource) != engine.get(resource):
+                    problems.append(
+                        f"queue {name}: engine's {resource} {what} {engine.get(resource)}, "
+                        f"validator's {ours.get(resource)}"
+                    )
+    return problems
+
+
 class EvictionAudit:
     """Checks each eviction decision against KAI's rules before the engine commits it."""
 
@@ -240,17 +277,23 @@ class EvictionAudit:
         snapshot: Snapshot,
         config: EngineConfig,
         bindings: Iterable[ProposedBinding],
-        shares: Mapping[str, QueueShare] | None = None,
+        shares: Mapping[str, EngineShare] | None = None,
     ) -> None:
-        """`shares`: the cycle's fair shares, if already computed (they depend on the snapshot alone)."""
+        """`shares`: the engine's fair shares, if the caller has them, to be cross-checked.
+
+        The audit always divides the cluster itself (`validator_shares`) and judges
+        reclaim by its own numbers; where the engine's shares disagree with them, every
+        reclaim decision is reported, since the engine searched with the wrong ones.
+        """
         self._now = snapshot.now
         self._config = config
         self._queues = {queue.name: queue for queue in snapshot.queues}
         self._groups = {group.key: group for group in snapshot.pod_groups}
         self._pods = {pod.key: pod for pod in snapshot.pods}
         self._node_memory = {node.name: node.gpu_memory_mib for node in snapshot.nodes}
-        self._pending_memory = accounting_device_memory(snapshot)
-        self._shares = queue_shares(snapshot) if shares is None else shares
+        self._pending_memory = pending_device_memory(snapshot)
+        self._shares: dict[str, Entitlement] = entitlements(snapshot)
+        self._share_problems = [] if shares is None else _disagreements(self._shares, shares)
         self._bound = {binding.pod for binding in bindings}
         self._gone: set[str] = set()
         self._waiting: set[str] = set()
@@ -286,6 +329,8 @@ class EvictionAudit:
             problems += self._check_stale(decision, victims)
         elif decision.action is not None:
             problems += self._check_trigger(decision, victims)
+        if decision.action is Action.RECLAIM:
+            problems += self._share_problems
         return [f"{label} for {decision.preemptor or 'stale gang'}: {p}" for p in problems]
 
     def commit(self, decision: EvictionDecision) -> None:
