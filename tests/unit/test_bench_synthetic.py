@@ -8,8 +8,10 @@ from fractions import Fraction
 import pytest
 
 from bench.synthetic import GPU_PRODUCT_LABEL, NODE_TYPES, ClusterSpec, synthetic_cluster
-from kai.engine.model import UNLIMITED, PodPhase, Snapshot
-from kai.engine.validator import validate
+from kai.engine.cycle import run_cycle
+from kai.engine.model import UNLIMITED, EngineConfig, PodPhase, Snapshot
+from kai.engine.validator import ProposedBinding, validate
+from tests.unit.running_as_bindings import running_as_bindings
 
 SPEC = ClusterSpec(nodes=120, pods=2000, seed=7)
 
@@ -66,7 +68,11 @@ def test_running_pods_fit_their_nodes_and_stay_within_queue_limits(cluster: Snap
     running = [p for p in cluster.pods if p.phase is PodPhase.BOUND]
     assert running
     assert any(p.gpu_groups for p in running)  # some devices start shared and part-full
-    assert validate(cluster, []) == []  # the independent check of node capacity and devices
+    # The independent check of node capacity, devices, gangs and queue limits, on the
+    # running pods themselves: shown the cluster before they were bound, and asked to bind them.
+    before, bindings = running_as_bindings(cluster)
+    assert len(bindings) == len(running)
+    assert validate(before, bindings) == []
     queues = {q.name: q for q in cluster.queues}
     groups = {g.key: g for g in cluster.pod_groups}
     held: dict[str, Fraction] = defaultdict(Fraction)
@@ -96,3 +102,12 @@ def test_quotas_sum_below_the_cluster_and_jobs_go_to_leaf_queues(cluster: Snapsh
 def test_a_spec_without_nodes_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="nodes=0"):
         ClusterSpec(nodes=0, pods=10)
+
+
+def test_what_the_engine_binds_on_it_passes_the_validator(cluster: Snapshot) -> None:
+    result = run_cycle(cluster, EngineConfig(time_limit_seconds=0))  # the greedy pass alone
+    bindings = [ProposedBinding(b.pod, b.node, b.gpu_groups) for b in result.bindings]
+    assert (
+        len(bindings) > 100
+    )  # the cluster has room: a benchmark that binds nothing measures nothing
+    assert validate(cluster, bindings) == []

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from kai.engine.model import Placement, SubGroup
+from kai.engine.cycle import run_cycle
+from kai.engine.model import EngineConfig, Placement, SubGroup
 from kai.engine.validator import ProposedBinding, validate
 from tests.unit.engine.builders import group, node, pod, queue, snapshot
 
@@ -99,3 +100,44 @@ def test_a_node_over_committed_before_the_cycle_does_not_fail_bindings_elsewhere
     )
     assert validate(snap, [bind("a", "n2")]) == []
     assert any("n1" in p for p in validate(snap, [bind("a", "n1")]))
+
+
+def test_an_engine_answer_passes_and_each_way_of_breaking_it_is_reported() -> None:
+    """Start from what the cycle really decided, then break it one rule at a time."""
+    snap = snapshot(
+        [node("n1", gpus=4), node("n2", gpus=4)],
+        [
+            pod("shared", "f", portion=Fraction(1, 2), node_name="n1", gpu_groups=("d",)),
+            pod("g-0", "g", gpus=2),
+            pod("g-1", "g", gpus=2),
+            pod("w", "h", gpus=1),
+            pod("big", "x", gpus=4),
+        ],
+        [
+            group("f", "q"),
+            group("g", "q", min_member=2),
+            group("h", "q"),
+            group("x", "other"),
+        ],
+        [queue("q", gpu_limit=6), queue("other", gpu_limit=0)],
+    )
+    result = run_cycle(snap, EngineConfig(time_limit_seconds=0.5, solver_workers=1))
+    engine = {b.pod: ProposedBinding(b.pod, b.node, b.gpu_groups) for b in result.bindings}
+    assert set(engine) == {"ns/g-0", "ns/g-1", "ns/w"}  # "big" is over its queue's limit
+    assert validate(snap, engine.values()) == []
+
+    def broken(**changes: ProposedBinding | None) -> list[str]:
+        bindings = dict(engine)
+        for name, binding in changes.items():
+            if binding is None:
+                bindings.pop(f"ns/{name.replace('_', '-')}")
+            else:
+                bindings[binding.pod] = binding
+        return validate(snap, bindings.values())
+
+    w_node = engine["ns/w"].node  # 4 more GPUs where w already takes one: over capacity
+    assert any("GPUs in use of 4" in p for p in broken(big=bind("big", w_node)))
+    assert any("PodGroup ns/g: 1 pods placed, minMember 2" in p for p in broken(g_1=None))
+    assert any("queue other: gpu 4 above limit 0" in p for p in broken(big=bind("big", "n2")))
+    on_shared = broken(w=bind("w", "n1", "d"))
+    assert any("takes whole GPUs but is bound onto shared devices" in p for p in on_shared)
