@@ -36,11 +36,12 @@ from kai.engine.evictions.rules import (
     may_preempt,
     victim_options,
 )
-from kai.engine.evictions.scenario import PodCosts, Scenario, disruption
+from kai.engine.evictions.scenario import Scenario
 from kai.engine.evictions.stale import stale_gangs
 from kai.engine.evictions.stamps import cycle_stamps
 from kai.engine.evictions.state import EvictionInputs, EvictionState
 from kai.engine.evictions.victim_model import cp_sat_search
+from kai.engine.evictions.victim_order import VictimOrder
 from kai.engine.gangs import GangRequest
 from kai.engine.job_order import ordered_gangs
 from kai.engine.model import Placement, PodPhase
@@ -256,12 +257,12 @@ def _choose(
     models_left: int,
 ) -> list[Scenario]:
     """Valid scenarios, least disruptive first: the CP-SAT model's and the greedy search's."""
-    greedy = greedy_search(state, action, preemptor, options, budget)
-    costs = PodCosts(state, options)
-    answer = cp_sat_search(state, action, preemptor, options, costs, greedy, budget, models_left)
+    order = VictimOrder(state, options)
+    greedy = greedy_search(state, action, preemptor, options, budget, order)
+    answer = cp_sat_search(state, action, preemptor, options, order, greedy, budget, models_left)
     budget.solver_spent += answer.wall_seconds
     found = [s for s in (answer.scenario, greedy) if s is not None]
-    return sorted(found, key=lambda s: (disruption(s, costs), s.answer != "cp-sat"))
+    return sorted(found, key=lambda s: (order.disruption(s.evicted), s.answer != "cp-sat"))
 
 
 def _decision(

@@ -4,24 +4,26 @@ Victims are taken one unit at a time: a pod above an elastic gang's minimum, or 
 whole gang (kai-semantics §8.6). After each unit that frees room the preemptor could
 use, the preemptor is tried on the room the victims leave (and, for consolidation,
 the victims on what is left, elsewhere); the first set that seats everything and
-passes the action's rules is the answer. It is fast and often over-evicts, which is
-why the CP-SAT model exists; it remains the model's warm start, its fallback, and
-the benchmark's baseline.
+passes the action's rules is found; then the set is trimmed to the fewest, smallest
+victims of its class (`victim_order` has the order and the costs both searches use).
+It is fast and can still over-evict, which is why the CP-SAT model exists; it remains
+the model's warm start, its fallback, and the benchmark's baseline.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from fractions import Fraction
 
 from kai.engine.evictions.budget import SearchBudget
 from kai.engine.evictions.decisions import Action
-from kai.engine.evictions.gangs import RunningGang
 from kai.engine.evictions.options import Verdict, VictimOption
 from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.room import Meter, Overlay, Seat, release, seat_all
 from kai.engine.evictions.rules import check
 from kai.engine.evictions.scenario import Scenario
 from kai.engine.evictions.state import EvictionState
+from kai.engine.evictions.victim_order import VictimOrder, VictimUnit
 from kai.engine.model import Pod
 
 
@@ -31,33 +33,153 @@ def greedy_search(
     preemptor: Preemptor,
     options: Sequence[VictimOption],
     budget: SearchBudget,
+    order: VictimOrder | None = None,
 ) -> Scenario | None:
+    """Grow the victim set in victim order until it works; then keep only what is needed.
+
+    Once a set works, the rest of its victim class (queue and priority) is added too, up
+    to as many units again, and then units are dropped, the largest and latest first,
+    while the set still works: the fewest, smallest victims of the least protected class.
+    """
+    order = order if order is not None else VictimOrder(state, options)
     by_key = {option.gang.key: option for option in options}
     eligible = preemptor_nodes(state, preemptor)
     room = Overlay(state.future)
     slots = _Slots(preemptor.pods, room, eligible)
     budget.spend(len(eligible))
     chosen: dict[str, set[str]] = {}
+    taken: list[VictimUnit] = []
     most = state.config.evictions.max_consolidation_preemptees
-    for option in options:
-        if action is Action.CONSOLIDATE and option.gang.key not in chosen and len(chosen) >= most:
+    units = order.units()
+    for unit in units:
+        key = unit.option.gang.key
+        if action is Action.CONSOLIDATE and key not in chosen and len(chosen) >= most:
             break
-        for unit in _units(option):
-            gang_pods = chosen.setdefault(option.gang.key, set())
-            grew = False
-            for pod in unit:
-                gang_pods.add(pod.key)
-                grew |= slots.release(pod)
-            if not grew or not slots.enough():
-                continue
-            if budget.exhausted:
-                return None
-            found = _try(state, action, preemptor, by_key, chosen, room, slots.candidates, budget)
-            if isinstance(found, Scenario):
-                return found
-            if found is not None and found.final:
-                return None  # the rules refuse this set and every larger one
+        gang_pods = chosen.setdefault(key, set())
+        taken.append(unit)
+        grew = False
+        for pod in unit.pods:
+            gang_pods.add(pod.key)
+            grew |= slots.release(pod)
+        if not grew or not slots.enough():
+            continue
+        if budget.exhausted:
+            return None
+        found = _try(state, action, preemptor, by_key, chosen, room, slots.candidates, budget)
+        if isinstance(found, Scenario):
+            trial = _Trial(state, action, preemptor, by_key, eligible, budget)
+            extended = _extend(taken, units, unit.klass, action, most)
+            return _fewest(trial, order, extended, taken, found)
+        if found is not None and found.final:
+            return None  # the rules refuse this set and every larger one
     return None
+
+
+class _Trial:
+    """Tries a victim set from scratch: the room it leaves, the seating, the rules."""
+
+    def __init__(
+        self,
+        state: EvictionState,
+        action: Action,
+        preemptor: Preemptor,
+        options: dict[str, VictimOption],
+        eligible: set[str],
+        budget: SearchBudget,
+    ) -> None:
+        self.state, self.action, self.preemptor = state, action, preemptor
+        self.options, self.eligible, self.budget = options, eligible, budget
+
+    def __call__(self, units: Sequence[VictimUnit]) -> Scenario | Verdict | None:
+        room = Overlay(self.state.future)
+        chosen: dict[str, set[str]] = {}
+        for unit in units:
+            pods = chosen.setdefault(unit.option.gang.key, set())
+            for pod in unit.pods:
+                pods.add(pod.key)
+                release(room.writable(pod.node or ""), pod, pod.gpu_groups)
+        return _try(
+            self.state,
+            self.action,
+            self.preemptor,
+            self.options,
+            chosen,
+            room,
+            self.eligible,
+            self.budget,
+        )
+
+
+def _extend(
+    taken: list[VictimUnit],
+    units: Iterator[VictimUnit],
+    klass: int,
+    action: Action,
+    most: int,
+) -> list[VictimUnit]:
+    """The working set plus the next units of the same class, at most as many again."""
+    extended = list(taken)
+    gangs = {unit.option.gang.key for unit in taken}
+    for unit in units:
+        if unit.klass != klass or len(extended) >= 2 * len(taken):
+            break
+        key = unit.option.gang.key
+        if action is Action.CONSOLIDATE and key not in gangs and len(gangs) >= most:
+            break
+        gangs.add(key)
+        extended.append(unit)
+    return extended
+
+
+def _fewest(
+    trial: _Trial,
+    order: VictimOrder,
+    extended: list[VictimUnit],
+    taken: list[VictimUnit],
+    found: Scenario,
+) -> Scenario:
+    """The least disruptive of two trimmings: the working set, dropping units while it stays
+    valid; and the extended set, dropping units while the preemptor still fits, then checked."""
+    answers = [_drop(trial, taken, found, valid_only=True)]
+    if len(extended) > len(taken):
+        trimmed = _drop(trial, extended, None, valid_only=False)
+        if isinstance(trimmed, Scenario):
+            answers.append(trimmed)
+    best = answers[0]
+    assert isinstance(best, Scenario)
+    for answer in answers[1:]:
+        if isinstance(answer, Scenario) and order.disruption(answer.evicted) < order.disruption(
+            best.evicted
+        ):
+            best = answer
+    return best
+
+
+def _drop(
+    trial: _Trial,
+    units: list[VictimUnit],
+    result: Scenario | Verdict | None,
+    valid_only: bool,
+) -> Scenario | Verdict | None:
+    """Drop units, the largest first and, among equals, the latest in victim order, while the
+    rest still works (valid, or only seats the preemptor); the last result for what is kept."""
+    current = units
+    for unit in sorted(units, key=lambda u: (-_gpus(u), -u.position)):
+        if trial.budget.exhausted:
+            break
+        rest = [u for u in current if u is not unit]
+        if not rest:
+            continue
+        smaller = trial(rest)
+        if isinstance(smaller, Scenario) or (not valid_only and smaller is not None):
+            current, result = rest, smaller
+    if result is None or (not valid_only and current is units):
+        result = trial(current)
+    return result
+
+
+def _gpus(unit: VictimUnit) -> Fraction:
+    return sum((Fraction(pod.gpu.whole) + pod.gpu.portion for pod in unit.pods), Fraction(0))
 
 
 class _Slots:
@@ -183,18 +305,3 @@ def _device_share(pod: Pod) -> int:
 
 
 _LARGE_DEVICE_MIB = 81_920
-
-
-def _units(option: VictimOption) -> Iterator[tuple[Pod, ...]]:
-    """Surplus pods one at a time (last in task order first), then the rest of the gang."""
-    gang: RunningGang = option.gang
-    taken: set[str] = set()
-    if gang.elastic:
-        for pod in reversed(gang.pods):
-            if gang.allows(taken | {pod.key}) and len(taken) + 1 < len(gang.pods):
-                taken.add(pod.key)
-                yield (pod,)
-    if option.whole_allowed:
-        rest = tuple(pod for pod in gang.pods if pod.key not in taken)
-        if rest:
-            yield rest

@@ -11,14 +11,12 @@ The search (greedy or CP-SAT) proposes; `check` decides, in exact arithmetic.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from fractions import Fraction
 
 from kai.engine.evictions.decisions import (
     LOWER_PRIORITY,
     MOVED,
     Action,
 )
-from kai.engine.evictions.gangs import RunningGang
 from kai.engine.evictions.minruntime import (
     preempt_min_runtime,
     protected,
@@ -30,7 +28,6 @@ from kai.engine.evictions.reclaim_rules import (
     above,
     leveled,
     reclaim_verdict,
-    saturation,
     side_threshold,
 )
 from kai.engine.evictions.state import EvictionState
@@ -62,7 +59,7 @@ def may_preempt(state: EvictionState, preemptor: Preemptor) -> bool:
 def victim_options(
     state: EvictionState, action: Action, preemptor: Preemptor
 ) -> list[VictimOption]:
-    """Running gangs the action may take from for this preemptor, in KAI's victim order."""
+    """Running gangs the action may take from for this preemptor, by name."""
     config = state.config.evictions
     now = state.inputs.snapshot.now
     queues = state.inputs.queues
@@ -122,8 +119,7 @@ def victim_options(
             options.append(VictimOption(gang, whole))
     if action is Action.CONSOLIDATE:
         options = _near_fitting(state, preemptor, options)
-    order = _VictimOrder(state)
-    options.sort(key=lambda option: order.key(option.gang))
+    options.sort(key=lambda option: option.gang.key)  # the order victims go in: victim_order
     return options
 
 
@@ -152,25 +148,6 @@ def _near_fitting(
     lacking.sort()
     targets = {name for _, name in lacking[: CONSOLIDATION_TARGET_NODES * len(preemptor.pods)]}
     return [o for o in options if any(pod.node in targets for pod in o.gang.pods)]
-
-
-class _VictimOrder:
-    """KAI's reverse order for victims: lowest priority first, then the queue most over its fair
-    share (holding anything on a zero share counts as the most over), then the newest start."""
-
-    def __init__(self, state: EvictionState) -> None:
-        self._state = state
-        self._over: dict[str, tuple[bool, float]] = {}  # float: it only orders
-
-    def key(self, gang: RunningGang) -> tuple[int, bool, float, float, str]:
-        if gang.queue not in self._over:
-            share = self._state.inputs.shares.get(gang.queue)
-            held = self._state.ledger.allocated.get(gang.queue, Resources()).gpu
-            ratio = saturation(held, share.fair_share.gpu) if share is not None else Fraction(0)
-            self._over[gang.queue] = (ratio is not None, -float(ratio or 0))
-        finite, over = self._over[gang.queue]
-        started = gang.group.last_start.timestamp() if gang.group.last_start else 0.0
-        return (gang.group.priority, finite, over, -started, gang.key)
 
 
 def _side_may_give(state: EvictionState, preemptor: Preemptor, victim_queue: str) -> bool:

@@ -8,8 +8,9 @@ seated there fit the free room plus what the victims on it leave (a shared devic
 counts as a whole GPU again once every pod on it goes); gangs stay whole or above
 their minimum; the preemptor's queues stay within their limits; for reclaim, KAI's
 per-chunk rules and the sibling-saturation check (`reclaim_model`). The
-objective is lexicographic: fewest evicted GPUs, then the lowest priorities, then
-the most recently started.
+objective is the victim order's disruption (`victim_order`), lexicographically: the
+least protected victim class that suffices, then fewest evicted GPUs, fewest pods,
+the least protected classes, and the earliest places in KAI's victim order.
 
 Amounts are scaled to integers; the decoded answer is re-seated and re-checked by
 the rules in exact arithmetic, so a rounding slip costs an answer, never a wrong one.
@@ -18,14 +19,14 @@ the rules in exact arithmetic, so a rounding slip costs an answer, never a wrong
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
 from kai.engine.capacity import NodeCapacity
 from kai.engine.evictions.budget import SearchBudget
-from kai.engine.evictions.cp_terms import Derivation, all_of, any_of, distinct, scaled
+from kai.engine.evictions.cp_terms import Derivation, Value, all_of, any_of, distinct, scaled
 from kai.engine.evictions.decisions import Action
 from kai.engine.evictions.greedy_search import preemptor_nodes, seat_elsewhere
 from kai.engine.evictions.options import VictimOption
@@ -33,8 +34,9 @@ from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.reclaim_model import add_reclaim_rules
 from kai.engine.evictions.room import Overlay, Seat, release, seat_all
 from kai.engine.evictions.rules import check
-from kai.engine.evictions.scenario import PodCost, Scenario
+from kai.engine.evictions.scenario import Scenario
 from kai.engine.evictions.state import EvictionState
+from kai.engine.evictions.victim_order import PodCost, VictimOrder
 from kai.engine.model import UNLIMITED, Placement, Pod
 from kai.engine.resources import RESOURCE_NAMES, ResourceName, Resources
 from kai.engine.solver.lexicographic import Stage, Tier
@@ -65,7 +67,7 @@ def cp_sat_search(
     action: Action,
     preemptor: Preemptor,
     options: Sequence[VictimOption],
-    costs: Mapping[str, PodCost],
+    order: VictimOrder,
     hint: Scenario | None,
     budget: SearchBudget,
     models_left: int,
@@ -84,7 +86,7 @@ def cp_sat_search(
         return Answer(None, 0.0, "over-budget")
     time_limit = budget.model_seconds(models_left)
     budget.spend_model(size)
-    built = VictimModel(state, action, preemptor, options, costs, hint)
+    built = VictimModel(state, action, preemptor, options, order, hint)
     if not built.nodes:
         return Answer(None, 0.0, "no-room")
     if hint is not None:
@@ -111,12 +113,12 @@ class VictimModel:
         action: Action,
         preemptor: Preemptor,
         options: Sequence[VictimOption],
-        costs: Mapping[str, PodCost],
+        order: VictimOrder,
         hint: Scenario | None,
     ) -> None:
         self.state, self.action, self.preemptor = state, action, preemptor
         self.options = {option.gang.key: option for option in options}
-        self.costs = costs
+        self.order = order
         self.model = cp_model.CpModel()
         self.eligible_nodes = preemptor_nodes(state, preemptor)
         self.shape_of = _ShapeIndex(state)
@@ -388,20 +390,34 @@ class VictimModel:
 
     # -- objective -------------------------------------------------------------------------
     def _add_objective(self) -> None:
+        """The victim order's disruption (`victim_order`), tier by tier: the latest class
+        taken from, GPUs, pods, classes weighted by GPUs, places in the order."""
+        pods = {pod.key: pod for option in self.options.values() for pod in option.gang.pods}
         by_var: dict[int, tuple[cp_model.IntVar, list[PodCost]]] = {}
         for pod_key, var in self.evict.items():
-            by_var.setdefault(var.index, (var, []))[1].append(self.costs[pod_key])
+            cost = self.order.cost(pods[pod_key])
+            by_var.setdefault(var.index, (var, []))[1].append(cost)
         items = list(by_var.values())
-        tiers = []
-        for field in ("gpus", "priority", "recency"):
-            weights = [sum(getattr(c, field) for c in costs) for _, costs in items]
-            bound = sum(weights)
-            tiers.append(
-                Tier(field, sum(w * v for w, (v, _) in zip(weights, items, strict=True)), bound)
-            )
-        # Last, a fixed preference among otherwise equal answers (the variables' order of
-        # creation follows the gangs' names), so that the optimum, and the answer, is unique.
-        tiers.append(Tier("order", sum(i * v for i, (v, _) in enumerate(items)), len(items) ** 2))
+        top = max((c.klass for _, costs in items for c in costs), default=0)
+        latest = self.model.new_int_var(0, top, "latest_class")
+        literals: list[tuple[int, cp_model.IntVar]] = []
+        for var, costs in items:
+            klass = max(c.klass for c in costs)
+            if klass:
+                self.model.add(latest >= klass * var)
+                literals.append((klass, var))
+        self.derived.append((latest, _latest(literals)))
+        tiers = [Tier("class", latest, top)]
+        per_var: dict[str, Callable[[list[PodCost]], int]] = {
+            "gpus": lambda costs: sum(c.gpus for c in costs),
+            "pods": len,
+            "weighted": lambda costs: sum((c.gpus + 1) * c.klass for c in costs),
+            "position": lambda costs: sum(c.position for c in costs),
+        }
+        for name, weigh in per_var.items():
+            weights = [weigh(costs) for _, costs in items]
+            expr = sum(w * v for w, (v, _) in zip(weights, items, strict=True))
+            tiers.append(Tier(name, expr, sum(weights)))
         while len(tiers) > 1 and _span(tiers) >= _MAX_WEIGHT:
             tiers.pop()  # the least important tier gives way; exact comparison happens later
         self.model.minimize(Stage(tuple(tiers)).objective())
@@ -579,6 +595,13 @@ def _add_demand(
         seated["cpu"].append(cpu * var)
     if memory:
         seated["memory"].append(-(-memory // _MIB) * var)
+
+
+def _latest(literals: Sequence[tuple[int, cp_model.IntVar]]) -> Derivation:
+    def derive(value: Value) -> int:
+        return max((klass for klass, var in literals if value(var)), default=0)
+
+    return derive
 
 
 def _span(tiers: Sequence[Tier]) -> int:

@@ -9,8 +9,9 @@ from kai.engine.evictions.decisions import Action
 from kai.engine.evictions.greedy_search import greedy_search
 from kai.engine.evictions.room import Overlay, release
 from kai.engine.evictions.rules import victim_options
-from kai.engine.evictions.scenario import PodCosts, Scenario, disruption
+from kai.engine.evictions.scenario import Scenario
 from kai.engine.evictions.victim_model import cp_sat_search
+from kai.engine.evictions.victim_order import VictimOrder
 from kai.engine.model import Snapshot
 from tests.unit.engine.builders import group, node, pod, queue, snapshot
 from tests.unit.evictions.helpers import eviction_state, preemptor
@@ -19,8 +20,10 @@ from tests.unit.evictions.helpers import eviction_state, preemptor
 def fragmented() -> Snapshot:
     """n0: a, b (1 GPU, priority 10) and c (2, priority 40); n1: d (2, priority 20), e, f (1, 40).
 
-    KAI's order takes a, b, d (lowest priorities first), then c, and only then does a node
-    have the 4 GPUs the urgent pod needs: 6 GPUs evicted. Evicting a, b and c frees n0 with 4.
+    KAI's order takes b, a, d (lowest priorities first, newest first), then f and e (priority
+    40, newest first), and only then does a node have the 4 GPUs the urgent pod needs. The
+    greedy search trims that to d, e, f (dropping the largest and latest first); evicting a,
+    b and c frees n0 with as few GPUs and pods and takes less from priority 40.
     """
     running = {
         "a": ("n0", 1, 10),
@@ -47,8 +50,8 @@ def test_the_model_evicts_fewer_gpus_than_kais_order() -> None:
     who = preemptor(state, "ns/urgent")
     options = victim_options(state, Action.PREEMPT, who)
     greedy = greedy_search(state, Action.PREEMPT, who, options, SearchBudget(1.0))
-    assert evicted(greedy) == ["ns/a", "ns/b", "ns/c", "ns/d"]
-    costs = PodCosts(state, options)
+    assert evicted(greedy) == ["ns/d", "ns/e", "ns/f"]
+    costs = VictimOrder(state, options)
     answer = cp_sat_search(state, Action.PREEMPT, who, options, costs, greedy, SearchBudget(1.0), 1)
     assert answer.status == "OPTIMAL"
     assert evicted(answer.scenario) == [
@@ -57,7 +60,7 @@ def test_the_model_evicts_fewer_gpus_than_kais_order() -> None:
         "ns/c",
     ]  # n0 freed; n1's set costs more priority
     assert answer.scenario is not None and greedy is not None
-    assert disruption(answer.scenario, costs) < disruption(greedy, costs)
+    assert costs.disruption(answer.scenario.evicted) < costs.disruption(greedy.evicted)
     assert [node for _, node, _ in answer.scenario.seats] == ["n0"]
 
 
@@ -65,7 +68,7 @@ def test_without_solver_time_only_the_greedy_search_answers() -> None:
     state = eviction_state(fragmented())
     who = preemptor(state, "ns/urgent")
     options = victim_options(state, Action.PREEMPT, who)
-    costs = PodCosts(state, options)
+    costs = VictimOrder(state, options)
     answer = cp_sat_search(state, Action.PREEMPT, who, options, costs, None, SearchBudget(0.0), 1)
     assert answer.scenario is None and answer.status == "over-budget"
 
