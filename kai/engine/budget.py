@@ -8,7 +8,7 @@ the reason code and a message with the numbers, the way users need to read it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -25,6 +25,43 @@ _UNITS: dict[ResourceName, str] = {"gpu": "GPUs", "cpu": "millicores", "memory":
 class Refusal:
     reason: str
     message: str
+
+
+@dataclass(frozen=True)
+class Cap:
+    """One finite cap on a queue: its limit (every pod) or its deserved quota (non-preemptible pods).
+
+    The greedy pass, the CP-SAT model, the eviction searches and the explanations all read
+    the caps from here, so the rule and its numbers are written once.
+    """
+
+    queue: Queue
+    resource: ResourceName
+    reason: str  # OVER_LIMIT or NON_PREEMPTIBLE_OVER_QUOTA
+    bound: Fraction  # the limit, or the deserved quota
+    used: Fraction  # what counts against it now: all allocation, or non-preemptible only
+
+    @property
+    def room(self) -> Fraction:
+        return self.bound - self.used
+
+    def applies_to(self, preemptible: bool) -> bool:
+        return self.reason == OVER_LIMIT or not preemptible
+
+    def refusal(self, need: Fraction) -> Refusal:
+        name, queue = self.resource, self.queue.name
+        if self.reason == OVER_LIMIT:
+            return Refusal(
+                OVER_LIMIT,
+                f"queue {queue}: limit {describe_amount(name, self.bound)}, allocated "
+                f"{describe_amount(name, self.used)}, this gang needs {describe_amount(name, need)}",
+            )
+        return Refusal(
+            NON_PREEMPTIBLE_OVER_QUOTA,
+            f"queue {queue}: non-preemptible work may use only deserved quota; "
+            f"deserved {describe_amount(name, self.bound)}, non-preemptible allocated "
+            f"{describe_amount(name, self.used)}, this gang needs {describe_amount(name, need)}",
+        )
 
 
 def describe_amount(name: ResourceName, value: Fraction) -> str:
@@ -59,37 +96,25 @@ class QueueBudget:
             name = queue.parent
         return chain
 
+    def caps(self, queue: Queue) -> Iterator[Cap]:
+        """Every finite cap on `queue` with what counts against it now: limits, then quotas."""
+        used = self.allocated.get(queue.name, Resources())
+        for name in RESOURCE_NAMES:
+            limit = queue.resource(name).limit
+            if limit != UNLIMITED:
+                yield Cap(queue, name, OVER_LIMIT, limit, used.get(name))
+        used_np = self.allocated_np.get(queue.name, Resources())
+        for name in RESOURCE_NAMES:
+            quota = queue.resource(name).quota
+            if quota != UNLIMITED:
+                yield Cap(queue, name, NON_PREEMPTIBLE_OVER_QUOTA, quota, used_np.get(name))
+
     def check(self, leaf: str, request: Resources, preemptible: bool) -> Refusal | None:
         for queue in self.ancestry(leaf):
-            used = self.allocated.get(queue.name, Resources())
-            for name in RESOURCE_NAMES:
-                need = request.get(name)
-                if not need:
-                    continue
-                limit = queue.resource(name).limit
-                if limit != UNLIMITED and used.get(name) + need > limit:
-                    return Refusal(
-                        OVER_LIMIT,
-                        f"queue {queue.name}: limit {describe_amount(name, limit)}, allocated "
-                        f"{describe_amount(name, used.get(name))}, this gang needs "
-                        f"{describe_amount(name, need)}",
-                    )
-            if preemptible:
-                continue
-            used_np = self.allocated_np.get(queue.name, Resources())
-            for name in RESOURCE_NAMES:
-                need = request.get(name)
-                quota = queue.resource(name).quota
-                if not need or quota == UNLIMITED:
-                    continue
-                if used_np.get(name) + need > quota:
-                    return Refusal(
-                        NON_PREEMPTIBLE_OVER_QUOTA,
-                        f"queue {queue.name}: non-preemptible work may use only deserved quota; "
-                        f"deserved {describe_amount(name, quota)}, non-preemptible allocated "
-                        f"{describe_amount(name, used_np.get(name))}, this gang needs "
-                        f"{describe_amount(name, need)}",
-                    )
+            for cap in self.caps(queue):
+                need = request.get(cap.resource)
+                if need and cap.applies_to(preemptible) and need > cap.room:
+                    return cap.refusal(need)
         return None
 
     def add(self, leaf: str, request: Resources, preemptible: bool) -> None:

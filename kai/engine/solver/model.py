@@ -22,8 +22,8 @@ from ortools.sat.python import cp_model
 
 from kai.engine.budget import QueueBudget
 from kai.engine.gangs import GangRequest, pod_resources
-from kai.engine.model import UNLIMITED, PlacementStrategy, Queue
-from kai.engine.resources import RESOURCE_NAMES, ResourceName, Resources
+from kai.engine.model import PlacementStrategy, Queue
+from kai.engine.resources import ResourceName, Resources
 from kai.engine.solver.lexicographic import Tier
 from kai.engine.solver.patterns import enumerate_patterns
 from kai.engine.solver.shapes import NodeClass, Shape
@@ -297,16 +297,8 @@ class AllocationModel:
                 for queue in data.budget.ancestry(gang.group.queue):
                     by_queue[queue.name].append((var, request, gang.group.preemptible))
         for name, terms in sorted(by_queue.items()):
-            queue = data.queues[name]
-            used = data.budget.allocated.get(name, Resources())
-            used_np = data.budget.allocated_np.get(name, Resources())
-            for resource in RESOURCE_NAMES:
-                limit = queue.resource(resource).limit
-                if limit != UNLIMITED:
-                    self._cap(terms, resource, limit - used.get(resource), only_np=False)
-                quota = queue.resource(resource).quota
-                if quota != UNLIMITED:
-                    self._cap(terms, resource, quota - used_np.get(resource), only_np=True)
+            for cap in data.budget.caps(data.queues[name]):
+                self._cap(terms, cap.resource, cap.room, only_np=not cap.applies_to(True))
 
     def _cap(
         self,
