@@ -120,7 +120,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
         refusal = budget.check(
             request.group.queue, request.core_request(memory_mib), request.group.preemptible
         )
-        if refusal is not None and request.core:
+        if refusal is not None and request.core and not request.growth:
             decisions[request.key] = _pending(request.group, refusal)
             refused.append(request)
             continue
@@ -181,7 +181,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
     for placement in chosen.placements.values():
         after.take(placement.node, placement.pod, placement.gpu_groups or None)
     for request in placeable:
-        if request.key in admitted or not request.core:
+        if request.key in admitted or not request.core or request.growth:
             decisions[request.key] = GroupDecision(request.key, request.group.queue, True, None, "")
         else:
             refusal = explain_pending(

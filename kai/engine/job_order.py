@@ -25,7 +25,12 @@ _EPOCH = datetime(1970, 1, 1).astimezone()
 
 def gang_order_key(request: GangRequest) -> tuple[int, int, datetime, str]:
     group = request.group
-    return (-group.priority, 0 if request.core else 1, group.created or _EPOCH, group.key)
+    return (
+        -group.priority,
+        0 if request.core and not request.growth else 1,
+        group.created or _EPOCH,
+        group.key,
+    )
 
 
 def ordered_gangs(

@@ -148,28 +148,46 @@ def _check_gangs(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) -> 
             problems.append(
                 f"PodGroup {key}: {len(members)} pods placed, minMember {group.min_member}"
             )
-        for subgroup in group.subgroups:
-            names = _descendants(group.subgroups, subgroup.name)
-            count = sum(1 for pod in members if pod.subgroup in names)
-            if count < subgroup.min_member:
-                problems.append(
-                    f"PodGroup {key} sub-group {subgroup.name}: {count} pods, minMember {subgroup.min_member}"
-                )
+        problems += [f"PodGroup {key} {gap}" for gap in _gang_gaps(group, members, added)]
     return problems
 
 
-def _descendants(subgroups: Iterable[object], name: str) -> set[str | None]:
-    result: set[str | None] = {name}
-    items = list(subgroups)
-    grew = True
-    while grew:
-        grew = False
-        for item in items:
-            parent, child = getattr(item, "parent", None), getattr(item, "name", None)
-            if parent in result and child not in result:
-                result.add(child)
-                grew = True
-    return result
+def _gang_gaps(group: PodGroup, members: list[Pod], added: list[Pod]) -> list[str]:
+    """Sub-group minimums, with `minSubGroup` at every level; an empty tree means no gaps.
+
+    A leaf sub-group that gains pods must reach its own minimum (a partial sub-group is
+    half a gang), and every (sub)group with children needs `minSubGroup` of them (all of
+    them when unset) at their minimums.
+    """
+    if not group.subgroups:
+        return []
+    names = {sub.name for sub in group.subgroups}
+    kids: dict[str | None, list[str]] = defaultdict(list)
+    for sub in group.subgroups:
+        kids[sub.parent if sub.parent in names else None].append(sub.name)
+    minimum = {sub.name: sub.min_member for sub in group.subgroups}
+    wanted = {sub.name: sub.min_sub_group for sub in group.subgroups}
+    have: dict[str | None, int] = defaultdict(int)
+    for pod in members:
+        have[pod.subgroup] += 1
+    gaps = [
+        f"sub-group {name}: {have[name]} pods, minMember {minimum[name]}"
+        for name in sorted({pod.subgroup for pod in added if pod.subgroup in names})
+        if not kids.get(name) and have[name] < minimum[name]
+    ]
+
+    def holds(name: str | None) -> bool:
+        children = kids.get(name, [])
+        if name is not None and not children:
+            return have[name] >= minimum[name]
+        need = wanted[name] if name is not None else group.min_sub_group
+        met = sum(1 for child in children if holds(child))
+        return met >= (len(children) if need is None else min(need, len(children)))
+
+    if not holds(None):
+        required = "all" if group.min_sub_group is None else str(group.min_sub_group)
+        gaps.append(f"has too few sub-groups at their minimum ({required} required)")
+    return gaps
 
 
 def _check_queues(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) -> list[str]:
@@ -372,11 +390,8 @@ class EvictionAudit:
     def _keeps_minimum(self, group: PodGroup, left: set[str]) -> bool:
         if len(left) < group.min_member:
             return False
-        for subgroup in group.subgroups:
-            names = _descendants(group.subgroups, subgroup.name)
-            if sum(1 for key in left if self._pods[key].subgroup in names) < subgroup.min_member:
-                return False
-        return True
+        remaining = [self._pods[key] for key in left]
+        return not _gang_gaps(group, remaining, remaining)  # no sub-group left part-run
 
     def _victims(self, decision: EvictionDecision) -> dict[str, set[str]]:
         victims: dict[str, set[str]] = defaultdict(set)

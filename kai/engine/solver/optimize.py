@@ -112,6 +112,7 @@ def optimize(
             g.active,
             g.pending,
             0,
+            growth=g.growth,
         )
         for g in gangs
         if g.key not in admitted or any(p.key not in decoded.placements for p in g.elastic)
