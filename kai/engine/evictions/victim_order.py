@@ -30,7 +30,7 @@ from kai.engine.evictions.gangs import RunningGang, subgroup_members
 from kai.engine.evictions.options import Evicted, VictimOption
 from kai.engine.evictions.state import EvictionState
 from kai.engine.model import Pod
-from kai.engine.queue_order import allocatable_share, dominant_resource_share, queue_order_key
+from kai.engine.queue_order import dominant_resource_share, queue_order_key
 from kai.engine.resources import Resources
 
 GPU_UNITS = 100  # costs count hundredths of a GPU
@@ -95,12 +95,13 @@ class VictimOrder:
             self._link(leaf)
         self._taken: dict[str, Resources] = {}  # queue -> what the units so far take from it
         self._queue_keys: dict[str, QueueKey] = {}
+        self._static_keys: dict[str, tuple[QueueKey, Resources, Resources | None]] = {}
         self._classes: dict[tuple[str, int], int] = {}
         self._units: list[VictimUnit] = []
         self._source = self._produce()
         self._positions: dict[str, int] = {}
         self._klass_of: dict[str, int] = {}
-        self._drained = False
+        self._recorded = 0  # units whose pods have their places recorded
 
     # -- the order -----------------------------------------------------------------------
     def units(self) -> Iterator[VictimUnit]:
@@ -119,9 +120,13 @@ class VictimOrder:
         return self._units
 
     def cost(self, pod: Pod) -> PodCost:
-        if pod.key not in self._positions and not self._drained:
-            self._drained = True
-            for unit in self.all_units():
+        """The pod's cost; the order is walked only as far as the pod's place in it."""
+        while pod.key not in self._positions:
+            if self._recorded >= len(self._units) and next(self._source, None) is None:
+                break
+            while self._recorded < len(self._units):
+                unit = self._units[self._recorded]
+                self._recorded += 1
                 for member in unit.pods:
                     self._positions[member.key] = unit.position
                     self._klass_of[member.key] = unit.klass
@@ -260,24 +265,31 @@ class VictimOrder:
         return self._next_leaf(chosen)
 
     def _queue_key(self, name: str) -> QueueKey:
-        """KAI's queue order key; the victim queue takes the largest (the reverse order) first."""
+        """KAI's queue order key; the victim queue takes the largest (the reverse order) first.
+
+        Only the dominant share changes as victims are taken; the rest is worked out once.
+        """
         cached = self._queue_keys.get(name)
         if cached is not None:
             return cached
         state = self._state
-        share = state.inputs.shares.get(name)
-        queue = state.inputs.queues[name]
-        found: QueueKey
-        if share is None:
-            found = (False,)
-        else:
+        static = self._static_keys.get(name)
+        if static is None:
+            share = state.inputs.shares.get(name)
             held = state.ledger.allocated.get(name, Resources())
-            current = replace(share, allocated=held)
-            key = queue_order_key(current, queue, Resources(), state.inputs.total)
+            if share is None:
+                static = self._static_keys[name] = ((False,), held, None)
+            else:
+                current = replace(share, allocated=held)
+                key = queue_order_key(
+                    current, state.inputs.queues[name], Resources(), state.inputs.total
+                )
+                static = self._static_keys[name] = (key, held, state.allocatable(name))
+        key, held, allocatable = static
+        found: QueueKey = key
+        if allocatable is not None:
             victims = self._taken.get(name, Resources()) + self._next_job(name)
-            drs = dominant_resource_share(
-                held - victims, allocatable_share(current, queue), state.inputs.total
-            )
+            drs = dominant_resource_share(held - victims, allocatable, state.inputs.total)
             found = (*key[:4], drs, *key[5:])
         self._queue_keys[name] = found
         return found
