@@ -29,7 +29,7 @@ from kai.engine.explain import explain_incomplete, explain_pending
 from kai.engine.fairshare import QueueShare
 from kai.engine.gangs import GangRequest, build_gang_requests, pod_resources
 from kai.engine.greedy import AllocationOutcome, greedy_allocate
-from kai.engine.job_order import ordered_gangs
+from kai.engine.job_order import Offer, OfferQueue, first_offer
 from kai.engine.model import EngineConfig, PodGroup, Snapshot
 from kai.engine.node_index import NodeIndex
 from kai.engine.resources import Resources
@@ -82,8 +82,10 @@ class CycleResult:
     stamps: dict[str, GroupStamps] = field(default_factory=dict)
     """PodGroups whose scheduler timestamps (annotations) change, with their new values."""
     eviction_report: EvictionReport | None = None
-    offered: tuple[str, ...] = ()
-    """Gangs in the order KAI's queue order offered them resources this cycle."""
+    offers: tuple[tuple[str, int], ...] = ()
+    """The attempts KAI's order made this cycle: (gang, 0) for a core, (gang, n) for its n-th
+    elastic pod, in order; `accepted` says which of them the decisions satisfy."""
+    accepted: tuple[bool, ...] = ()
 
 
 def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
@@ -132,16 +134,19 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
     def run_greedy(
         start: Mapping[str, NodeCapacity], gangs: list[GangRequest], ledger: QueueBudget
     ) -> AllocationOutcome:
-        order = ordered_gangs(
-            gangs,
+        offers = OfferQueue(
             queues,
             shares,
             lambda name: ledger.allocated.get(name, Resources()),
-            lambda gang: gang.core_request(memory_mib),
+            lambda offer: _offer_size(offer, memory_mib),
             total,
         )
+        for gang in gangs:
+            offer = first_offer(gang)
+            if offer is not None:
+                offers.push(offer)
         return greedy_allocate(
-            order, NodeIndex(start, config.placement_strategy), ledger, eligible_for, memory_mib
+            offers, NodeIndex(start, config.placement_strategy), ledger, eligible_for, memory_mib
         )
 
     greedy_budget = budget.copy()
@@ -152,6 +157,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
             "greedy allocation failed validation: " + "; ".join(greedy_violations)
         )
     chosen, answer, status, bound = greedy, "greedy", "not-run", _gpus(greedy, memory_mib)
+    elastic_of = {pod.key: request.key for request in placeable for pod in request.elastic}
     violations = 0
     if config.time_limit_seconds > 0 and placeable:
         optimized = optimize(
@@ -169,7 +175,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
             found = validate(snapshot, _proposed(optimized.outcome))
             violations = len(found)
             status, bound = optimized.status, max(optimized.gpu_bound, _gpus(greedy, memory_mib))
-            if not found and _better_or_equal(optimized.outcome, greedy, memory_mib):
+            if not found and _better_or_equal(optimized.outcome, greedy, memory_mib, elastic_of):
                 chosen, answer = optimized.outcome, "cp-sat"
 
     final_budget = budget.copy()
@@ -243,7 +249,8 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
         outcome.pipelined,
         outcome.stamps,
         outcome.report,
-        tuple(greedy.offered),
+        tuple(greedy.offers),
+        chosen.accepted_in_order(greedy.offers, elastic_of),
     )
 
 
@@ -276,19 +283,28 @@ def _gpus(outcome: AllocationOutcome, memory_mib: int) -> Fraction:
     )
 
 
+def _offer_size(offer: Offer, memory_mib: int) -> Resources:
+    if offer.elastic == 0:
+        return offer.gang.core_request(memory_mib)
+    return pod_resources(offer.pods[0], memory_mib)
+
+
 def _better_or_equal(
-    candidate: AllocationOutcome, baseline: AllocationOutcome, memory_mib: int
+    candidate: AllocationOutcome,
+    baseline: AllocationOutcome,
+    memory_mib: int,
+    elastic_of: Mapping[str, str],
 ) -> bool:
     """KAI's order first, then GPUs placed, then pods: the solver's answer never loses to greedy's.
 
-    The order comparison is lexicographic over the gangs as the greedy pass offered them:
-    the first gang on which the two answers differ decides, so no number of later gangs
-    (or GPUs) outweighs an earlier gang in KAI's order.
+    The order comparison is lexicographic over the attempts the greedy pass made (each
+    gang's core, each elastic pod): the first attempt on which the two answers differ
+    decides, so no number of later gangs (or GPUs) outweighs an earlier one in KAI's order.
+    `elastic_of` maps each elastic pod to its gang.
     """
 
     def rank(outcome: AllocationOutcome) -> tuple[tuple[bool, ...], Fraction, int]:
-        admitted = set(outcome.admitted)
-        in_order = tuple(key in admitted for key in baseline.offered)
+        in_order = outcome.accepted_in_order(baseline.offers, elastic_of)
         return in_order, _gpus(outcome, memory_mib), len(outcome.placements)
 
     return rank(candidate) >= rank(baseline)

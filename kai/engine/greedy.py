@@ -1,4 +1,4 @@
-"""The greedy allocation pass: KAI's allocate action, gang by gang in queue order, first fit by node preference.
+"""The greedy allocation pass: KAI's allocate action, attempt by attempt in queue order, first fit by node preference.
 
 It is fast and always feasible, so it serves three purposes: the solver's hint
 (the solver starts from this answer and only improves on it), the fallback when
@@ -7,11 +7,13 @@ the solver finds nothing in time, and the baseline the benchmark compares agains
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kai.engine.budget import QueueBudget, Refusal
 from kai.engine.gangs import GangRequest, pod_resources
+from kai.engine.job_order import OfferQueue
 from kai.engine.model import Pod
 from kai.engine.node_index import NodeIndex
 
@@ -32,35 +34,61 @@ class AllocationOutcome:
     refusals: dict[str, Refusal] = field(
         default_factory=dict
     )  # gang key -> why its core was not placed
-    offered: list[str] = field(default_factory=list)
-    """Gang keys with a core, in the order KAI's queue order offered them resources.
+    offers: list[tuple[str, int]] = field(default_factory=list)
+    """Every attempt, in the order KAI's job order made it: (gang key, 0) for a core and
+    (gang key, n) for the gang's n-th elastic pod.
 
     The order depends on what was admitted before (queues re-rank after each admission),
     so it is recorded as it happened: the solver keeps this order and improves only the
     packing within it.
     """
 
+    @property
+    def offered(self) -> list[str]:
+        """The gangs whose core was offered, in order."""
+        return [gang for gang, elastic in self.offers if elastic == 0]
+
+    def accepted_in_order(
+        self, offers: Sequence[tuple[str, int]], elastic_of: Mapping[str, str]
+    ) -> tuple[bool, ...]:
+        """Which of these attempts this outcome satisfies: the core admitted, or at least n
+        elastic pods of the gang placed (any n of them: they are interchangeable)."""
+        admitted = set(self.admitted)
+        placed = Counter(elastic_of[key] for key in self.placements if key in elastic_of)
+        return tuple(
+            placed.get(gang, 0) >= elastic if elastic else gang in admitted
+            for gang, elastic in offers
+        )
+
 
 def greedy_allocate(
-    gangs: Iterable[GangRequest],
+    offers: OfferQueue,
     index: NodeIndex,
     budget: QueueBudget,
     eligible_for: Callable[[Pod], Callable[[str], bool]],
     accounting_memory_mib: int,
 ) -> AllocationOutcome:
-    """Place each gang's core whole or not at all, then its elastic pods one by one.
+    """Place each gang's core whole or not at all, and its elastic pods one per attempt.
 
-    `gangs` may be a lazy iterator that re-ranks queues as `budget` changes.
+    `offers` re-ranks queues as `budget` changes; a gang that got what it was offered is
+    pushed back for one more elastic pod, as KAI's allocate does, so elastic growth is
+    shared out in the job order rather than taken by the first gang.
     """
     outcome = AllocationOutcome()
-    for gang in gangs:
-        if gang.core:
-            outcome.offered.append(gang.key)
+    for offer in offers:
+        gang = offer.gang
+        outcome.offers.append((gang.key, offer.elastic))
+        if offer.elastic == 0:
             if not _place_core(gang, index, budget, eligible_for, accounting_memory_mib, outcome):
                 continue
             outcome.admitted.append(gang.key)
-        for pod in gang.elastic:
-            _place_elastic(gang, pod, index, budget, eligible_for, accounting_memory_mib, outcome)
+        elif not _place_elastic(
+            gang, offer.pods[0], index, budget, eligible_for, accounting_memory_mib, outcome
+        ):
+            continue
+        following = offer.next_elastic()
+        if following is not None:
+            offers.push(following)
     return outcome
 
 
@@ -106,13 +134,14 @@ def _place_elastic(
     eligible_for: Callable[[Pod], Callable[[str], bool]],
     accounting_memory_mib: int,
     outcome: AllocationOutcome,
-) -> None:
+) -> bool:
     group = gang.group
     request = pod_resources(pod, accounting_memory_mib)
     if budget.check(group.queue, request, group.preemptible) is not None:
-        return
+        return False
     node = index.find(pod, eligible_for(pod))
     if node is None:
-        return
+        return False
     outcome.placements[pod.key] = PodPlacement(pod, node, index.take(node, pod))
     budget.add(group.queue, request, group.preemptible)
+    return True

@@ -4,33 +4,151 @@ Within a leaf queue, gangs go by PodGroup priority, gangs below their minimum
 before elastic growth, then age, then name. Across queues the walk starts at the
 root and, at each level, follows the sibling that the queue order (§10.6) ranks
 first given its best gang, re-evaluated after every admission, so queues
-interleave the way KAI's do. The greedy pass follows this order; decoding uses it.
+interleave the way KAI's do. A gang is offered its core first and then, pushed back
+after each success, one elastic pod at a time, as KAI's allocate does. The greedy
+pass follows this order and records it; the solver keeps it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
 from kai.engine.fairshare import QueueShare
 from kai.engine.gangs import GangRequest
-from kai.engine.model import Queue
+from kai.engine.model import Pod, Queue
 from kai.engine.queue_order import queue_order_key
 from kai.engine.resources import Resources
 
 _EPOCH = datetime(1970, 1, 1).astimezone()
 
 
+BELOW_MINIMUM, AT_MINIMUM, ABOVE_MINIMUM = 0, 1, 2
+"""KAI's elastic buckets in the job order: gangs below their minimum first, then at it, then above."""
+
+
 def gang_order_key(request: GangRequest) -> tuple[int, int, datetime, str]:
     group = request.group
-    return (
-        -group.priority,
-        0 if request.core and not request.growth else 1,
-        group.created or _EPOCH,
-        group.key,
-    )
+    return (-group.priority, _first_bucket(request), group.created or _EPOCH, group.key)
+
+
+def _first_bucket(request: GangRequest) -> int:
+    if request.core and not request.growth:
+        return BELOW_MINIMUM
+    return AT_MINIMUM if request.active <= request.group.min_member else ABOVE_MINIMUM
+
+
+@dataclass(frozen=True)
+class Offer:
+    """One attempt KAI's allocate makes for a gang: its core, or one more elastic pod."""
+
+    gang: GangRequest
+    elastic: int  # 0: the core; n: the gang's n-th elastic pod, gang.elastic[n - 1]
+    bucket: int
+
+    @property
+    def pods(self) -> tuple[Pod, ...]:
+        return self.gang.core if self.elastic == 0 else (self.gang.elastic[self.elastic - 1],)
+
+    def key(self) -> tuple[int, int, datetime, str]:
+        group = self.gang.group
+        return (-group.priority, self.bucket, group.created or _EPOCH, group.key)
+
+    def next_elastic(self) -> Offer | None:
+        """The gang's next attempt once this one succeeded: one more pod, pushed back."""
+        if self.elastic >= len(self.gang.elastic):
+            return None
+        return Offer(self.gang, self.elastic + 1, AT_MINIMUM if self.elastic == 0 else ABOVE_MINIMUM)
+
+
+def first_offer(request: GangRequest) -> Offer | None:
+    """The gang's first attempt; None when it has nothing to place this cycle."""
+    if not request.core and not request.elastic:
+        return None
+    return Offer(request, 0 if request.core else 1, _first_bucket(request))
+
+
+class OfferQueue:
+    """KAI's `JobsOrderByQueues` as a queue of attempts: pop the next, push a gang back to grow.
+
+    Within a leaf queue offers go by the job order; across queues the walk starts at the
+    root and, at each level, follows the sibling that the queue order (§10.6) ranks first
+    given its best offer, re-evaluated after every pop, so queues interleave as KAI's do.
+    `allocated` is read at each step, so admissions re-rank queues.
+    """
+
+    def __init__(
+        self,
+        queues: Mapping[str, Queue],
+        shares: Mapping[str, QueueShare],
+        allocated: Callable[[str], Resources],
+        size: Callable[[Offer], Resources],
+        total: Resources,
+    ) -> None:
+        self._queues, self._shares, self._allocated = queues, shares, allocated
+        self._size, self._total = size, total
+        self._waiting: dict[str, list[tuple[tuple[int, int, datetime, str], int, Offer]]] = (
+            defaultdict(list)
+        )
+        self._pushed = 0
+        self._children: dict[str | None, list[str]] = defaultdict(list)
+        for queue in sorted(queues.values(), key=lambda q: q.name):
+            self._children[queue.parent if queue.parent in queues else None].append(queue.name)
+        self._parent_of = {name: queue.parent for name, queue in queues.items()}
+        # Each queue's (key, leaf, offer) is cached: a pop or push changes only one leaf and
+        # its ancestors, so only their entries are recomputed.
+        self._cache: dict[str, tuple[object, str, Offer] | None] = {}
+
+    def push(self, offer: Offer) -> None:
+        leaf = offer.gang.group.queue
+        self._pushed += 1
+        heapq.heappush(self._waiting[leaf], (offer.key(), self._pushed, offer))
+        self._forget(leaf)
+
+    def pop(self) -> Offer | None:
+        picked = self._best_under(None)
+        if picked is None:
+            return None
+        leaf, offer = picked
+        heapq.heappop(self._waiting[leaf])
+        if not self._waiting[leaf]:
+            del self._waiting[leaf]
+        self._forget(leaf)
+        return offer
+
+    def __iter__(self) -> Iterator[Offer]:
+        while (offer := self.pop()) is not None:
+            yield offer
+
+    def _forget(self, leaf: str) -> None:
+        name: str | None = leaf
+        while name is not None:
+            self._cache.pop(name, None)
+            name = self._parent_of.get(name)
+
+    def _entry(self, name: str) -> tuple[object, str, Offer] | None:
+        if name not in self._cache:
+            waiting = self._waiting.get(name)
+            head = (name, waiting[0][2]) if waiting else self._best_under(name)
+            share = self._shares.get(name)
+            if head is None or share is None:
+                self._cache[name] = None
+            else:
+                current = dataclasses.replace(share, allocated=self._allocated(name))
+                key = queue_order_key(current, self._queues[name], self._size(head[1]), self._total)
+                self._cache[name] = (key, head[0], head[1])
+        return self._cache[name]
+
+    def _best_under(self, parent: str | None) -> tuple[str, Offer] | None:
+        candidates = [c for c in (self._entry(n) for n in self._children.get(parent, [])) if c]
+        if not candidates:
+            return None
+        _, leaf, offer = min(candidates, key=lambda c: c[0])  # type: ignore[arg-type, return-value]
+        return leaf, offer
 
 
 def ordered_gangs(
@@ -41,48 +159,11 @@ def ordered_gangs(
     job_size: Callable[[GangRequest], Resources],
     total: Resources,
 ) -> Iterator[GangRequest]:
-    """Yield gangs in KAI's order. `allocated` is read at each step, so admissions re-rank queues."""
-    waiting: dict[str, list[GangRequest]] = defaultdict(list)
-    for request in sorted(requests, key=gang_order_key, reverse=True):
-        waiting[request.group.queue].append(request)
-    children: dict[str | None, list[str]] = defaultdict(list)
-    for queue in sorted(queues.values(), key=lambda q: q.name):
-        children[queue.parent if queue.parent in queues else None].append(queue.name)
-
-    # Each queue's (key, leaf, gang) is cached: an admission changes only the popped
-    # leaf and its ancestors, so only their entries are recomputed on the next pop.
-    cache: dict[str, tuple[object, str, GangRequest] | None] = {}
-    parent_of = {name: queue.parent for name, queue in queues.items()}
-
-    def entry(name: str) -> tuple[object, str, GangRequest] | None:
-        if name not in cache:
-            head = (name, waiting[name][-1]) if waiting.get(name) else best_under(name)
-            share = shares.get(name)
-            if head is None or share is None:
-                cache[name] = None
-            else:
-                current = dataclasses.replace(share, allocated=allocated(name))
-                key = queue_order_key(current, queues[name], job_size(head[1]), total)
-                cache[name] = (key, head[0], head[1])
-        return cache[name]
-
-    def best_under(parent: str | None) -> tuple[str, GangRequest] | None:
-        candidates = [c for c in (entry(name) for name in children.get(parent, [])) if c]
-        if not candidates:
-            return None
-        _, leaf, gang = min(candidates, key=lambda c: c[0])  # type: ignore[arg-type, return-value]
-        return leaf, gang
-
-    while True:
-        picked = best_under(None)
-        if picked is None:
-            return
-        leaf, gang = picked
-        waiting[leaf].pop()
-        if not waiting[leaf]:
-            del waiting[leaf]
-        name: str | None = leaf
-        while name is not None:
-            cache.pop(name, None)
-            name = parent_of.get(name)
-        yield gang
+    """Yield each gang once, in KAI's order (the eviction actions take whole gangs)."""
+    offers = OfferQueue(queues, shares, allocated, lambda offer: job_size(offer.gang), total)
+    for request in requests:
+        offer = first_offer(request)
+        if offer is not None:
+            offers.push(offer)
+    for offer in offers:
+        yield offer.gang

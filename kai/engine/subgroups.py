@@ -131,6 +131,8 @@ def choose(
     growth = is_satisfied(root, have)
     if growth:
         core = _elastic_phase(root, have, queue)
+        if len(core) <= 1:
+            core, growth = [], False  # a single pod is plain elastic growth, below
     else:
         gang = _gang_phase(root, have, queue)
         if gang is None:
@@ -144,29 +146,38 @@ def choose(
             return None
         core = [*core, *rest[:short]]
         taken.update(p.key for p in rest[:short])
-    single: set[str] = set()
-    if growth and len(core) <= 1:
-        # One pod that satisfies its child on its own is plain elastic growth, not a gang.
-        single, core, taken = {p.key for p in core}, [], set()
-    after = dict(have)
+    left = [pod for pod in pending if pod.key not in taken]
+    if root.is_leaf:
+        return Choice(tuple(core), growth, tuple(left))
+    return Choice(tuple(core), growth, _elastic_sequence(root, have, core, left))
+
+
+def _elastic_sequence(
+    root: Member, have: Mapping[str | None, int], core: Sequence[Pod], left: Sequence[Pod]
+) -> tuple[Pod, ...]:
+    """The pods KAI's elastic phase would add one at a time after the core, in that order.
+
+    Each step is the next most urgent child's next pod, counted as if every earlier step
+    had succeeded. The sequence stops where the next child would need several pods at once
+    (a whole child gang): that child is a later cycle's growth. Every pod in it keeps the
+    gang valid on its own: it is a surplus pod of a leaf at its minimum, or the one pod
+    its leaf lacks.
+    """
+    after: dict[str | None, int] = defaultdict(int, have)
     for pod in core:
-        after[leaf_of(root, pod)] = after.get(leaf_of(root, pod), 0) + 1
-    elastic = tuple(
-        pod
-        for pod in pending
-        if pod.key not in taken
-        and (pod.key in single or _leaf_satisfied(root, leaf_of(root, pod), after))
-    )
-    return Choice(tuple(core), growth and bool(core), elastic)
-
-
-def _leaf_satisfied(root: Member, name: str | None, per_leaf: Mapping[str | None, int]) -> bool:
-    """Only pods of a leaf at its minimum may be added one by one: a lone pod of a leaf below
-    its minimum would be half a gang."""
-    for leaf in root.leaves():
-        if leaf.name == name:
-            return is_satisfied(leaf, per_leaf)
-    return False
+        after[pod.subgroup] += 1
+    queue: dict[str | None, list[Pod]] = defaultdict(list)
+    for pod in left:
+        queue[pod.subgroup].append(pod)
+    sequence: list[Pod] = []
+    while True:
+        step = _elastic_phase(root, after, queue)
+        if len(step) != 1:
+            return tuple(sequence)
+        pod = step[0]
+        sequence.append(pod)
+        after[pod.subgroup] += 1
+        queue[pod.subgroup].remove(pod)
 
 
 def _gang_phase(

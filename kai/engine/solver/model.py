@@ -30,7 +30,7 @@ from kai.engine.solver.shapes import NodeClass, Shape
 
 OBJECTIVE_GPU_UNITS = 100  # the objective counts hundredths of a GPU
 ORDER_WINDOW = 60
-"""Gangs ranked one tier each: 60 one-bit tiers fold into a single 64-bit solver stage."""
+"""Attempts ranked one tier each: 60 one-bit tiers fold into a single 64-bit solver stage."""
 _UNITS: dict[ResourceName, int] = {"gpu": 1000, "cpu": 1, "memory": 1}
 _MEMORY_UNIT = 2**20  # memory constraints in MiB keep coefficients small
 
@@ -74,8 +74,9 @@ class ModelInput:
     budget: QueueBudget
     strategy: PlacementStrategy
     accounting_memory_mib: int
-    order: Sequence[str]  # gang keys in the order the greedy pass offered them resources
-    greedy_admitted: frozenset[str]  # the gangs the greedy pass admitted: never do worse
+    offers: Sequence[tuple[str, int]]  # the greedy pass's attempts in order: (gang, 0) a core,
+    # (gang, n) its n-th elastic pod
+    accepted: Sequence[bool]  # which of those attempts the greedy pass satisfied
 
 
 class AllocationModel:
@@ -87,6 +88,7 @@ class AllocationModel:
         self.count: dict[tuple[int, int], cp_model.IntVar] = {}
         self.patterns: dict[int, ClassPatterns] = {}
         self.tiers: list[Tier] = []
+        self.offer_vars: list[tuple[cp_model.IntVar, str, int]] = []  # elastic attempts
         self._gang_terms: dict[str, list[tuple[cp_model.IntVar, Resources, int]]] = defaultdict(
             list
         )
@@ -332,36 +334,52 @@ class AllocationModel:
             self.tiers.append(Tier("elastic pods", sum(elastic_terms), elastic_bound))
         self._add_placement_tier()
 
-    def _add_order_tiers(self) -> None:
-        """Admit gangs lexicographically in the order KAI's queue order offered them.
+    def _offer_var(self, gang: str, elastic: int) -> cp_model.IntVar | None:
+        """A boolean that is 1 only if the attempt is satisfied: the core admitted, or at
+        least n of the gang's elastic pods placed."""
+        if elastic == 0:
+            return self.admit.get(gang)
+        placed = [var for (key, _), var in self.elastic.items() if key == gang]
+        if not placed:
+            return None
+        var = self.model.new_bool_var(f"offer[{gang},{elastic}]")
+        self.model.add(sum(placed) >= elastic).only_enforce_if(var)
+        self.offer_vars.append((var, gang, elastic))
+        return var
 
-        This is what keeps KAI's fairness while optimising: an earlier gang (higher queue
-        priority, further below its fair share, higher job priority, older) is never
-        dropped to make room for later ones, however many GPUs they bring; a later gang
-        gets in before an earlier one only when the earlier one cannot be placed anyway.
-        The solver's freedom is the packing, and packing better admits gangs the greedy
-        pass had to refuse. Gangs the greedy pass admitted before its first refusal are
-        fixed: nothing earlier can displace them. The next ORDER_WINDOW gangs get one
-        tier each (exact lexicographic order); beyond that, a rank-weighted tier keeps
-        the order approximately and the cycle's final comparison keeps it exactly.
+    def _add_order_tiers(self) -> None:
+        """Satisfy the greedy pass's attempts lexicographically, in the order it made them.
+
+        The attempts are KAI's: cores and then elastic pods one at a time, each gang pushed
+        back after a success, in the job order of each queue and the queue order across
+        them. Keeping that order lexicographically is what keeps KAI's fairness while
+        optimising: an earlier attempt (higher queue priority, further below fair share,
+        higher job priority, older) is never given up for later ones, however many GPUs they
+        bring; a later one gets in before an earlier one only when the earlier one cannot be
+        satisfied anyway. The solver's freedom is the packing, and packing better satisfies
+        attempts the greedy pass had to refuse. Attempts before greedy's first refusal are
+        fixed: nothing earlier can displace them. The next ORDER_WINDOW attempts get one tier
+        each (exact lexicographic order); beyond that, a rank-weighted tier keeps the order
+        approximately and the cycle's final comparison keeps it exactly. The GPU-weighted
+        elastic tier after it covers elastic pods the greedy pass never offered.
         """
         data = self.data
-        offered = [key for key in data.order if key in self.admit]
-        known = set(offered)
-        offered += [g.key for g in data.gangs if g.key in self.admit and g.key not in known]
-        first = next(
-            (i for i, key in enumerate(offered) if key not in data.greedy_admitted), len(offered)
-        )
-        for key in offered[:first]:
-            self.model.add(self.admit[key] == 1)
-        window = offered[first : first + ORDER_WINDOW]
-        for rank, key in enumerate(window, start=first):
-            self.tiers.append(Tier(f"gang {rank} in KAI's order ({key})", self.admit[key], 1))
-        rest = offered[first + ORDER_WINDOW :]
+        ranked: list[tuple[cp_model.IntVar, bool]] = []
+        for (gang, elastic), accepted in zip(data.offers, data.accepted, strict=True):
+            var = self._offer_var(gang, elastic)
+            if var is not None:
+                ranked.append((var, accepted))
+        first = next((i for i, (_, accepted) in enumerate(ranked) if not accepted), len(ranked))
+        for var, _ in ranked[:first]:
+            self.model.add(var == 1)
+        window = ranked[first : first + ORDER_WINDOW]
+        for rank, (var, _) in enumerate(window, start=first):
+            self.tiers.append(Tier(f"attempt {rank} in KAI's order ({var.name})", var, 1))
+        rest = ranked[first + ORDER_WINDOW :]
         if rest:
-            terms = [(len(rest) - rank) * self.admit[key] for rank, key in enumerate(rest)]
+            terms = [(len(rest) - rank) * var for rank, (var, _) in enumerate(rest)]
             self.tiers.append(
-                Tier("later gangs in KAI's order", sum(terms), len(rest) * (len(rest) + 1) // 2)
+                Tier("later attempts in KAI's order", sum(terms), len(rest) * (len(rest) + 1) // 2)
             )
 
     def _add_placement_tier(self) -> None:

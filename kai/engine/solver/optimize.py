@@ -79,8 +79,10 @@ def optimize(
             budget,
             config.placement_strategy,
             memory_mib,
-            greedy.offered,
-            frozenset(greedy.admitted),
+            greedy.offers,
+            greedy.accepted_in_order(
+                greedy.offers, {p.key: g.key for g in modelled_gangs for p in g.elastic}
+            ),
         )
     )
     add_greedy_hint(allocation, greedy, capacity, class_of_node)

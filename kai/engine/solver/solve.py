@@ -122,6 +122,9 @@ def add_greedy_hint(
     )
     for (gang, shape), var in allocation.elastic.items():
         model.add_hint(var, elastic_placed.get((gang, shape), 0))
+    per_gang = Counter(gang for gang, _ in elastic_placed.elements())
+    for var, gang, elastic in allocation.offer_vars:
+        model.add_hint(var, int(per_gang.get(gang, 0) >= elastic))
     per_class_shape: Counter[tuple[int, int]] = Counter()
     by_node: dict[str, list[tuple[int, tuple[str, ...]]]] = {}
     for placement in outcome.placements.values():
