@@ -376,13 +376,16 @@ class EvictionAudit:
                 problems.append(f"evicted pod {eviction.pod} is not running")
             if eviction.action is not decision.action or eviction.rule not in allowed:
                 problems.append(f"eviction of {eviction.pod} names {eviction.rule}")
+        moved = {record.pod for record in decision.pipelined}
         for key, evicted in self._victims(decision).items():
             group = self._groups.get(key)
             running = self._running[key] - self._gone
             if group is None or not evicted <= running:
                 problems.append(f"PodGroup {key} does not run the evicted pods")
                 continue
-            left = running - evicted
+            # A pod consolidation moves stays in its gang, on its new place.
+            leaving = evicted - moved if decision.action is Action.CONSOLIDATE else evicted
+            left = running - leaving
             if left and not self._keeps_minimum(group, left):
                 problems.append(f"PodGroup {key} would keep running below its minimum")
         return problems
@@ -417,7 +420,7 @@ class EvictionAudit:
                     problems.append(f"pipelined pod {pod.key} is not pending")
             elif decision.action is not Action.CONSOLIDATE or pod.key not in evicted:
                 problems.append(f"pipelined pod {pod.key} belongs to neither side")
-            elif record.node == pod.node:
+            elif record.node == pod.node and not _changes_device(pod, record.gpu_groups):
                 problems.append(f"moved pod {pod.key} stays on {record.node}")
         if decision.action is Action.CONSOLIDATE:
             moved = {record.pod for record in decision.pipelined}
@@ -727,6 +730,12 @@ def _started_within(group: PodGroup, seconds: float, now: datetime) -> bool:
         and seconds > 0
         and now < group.last_start + timedelta(seconds=seconds)
     )
+
+
+def _changes_device(pod: Pod, groups: Iterable[str]) -> bool:
+    """A fractional pod moved on its own node: onto shared devices none of which it leaves."""
+    new = set(groups)
+    return pod.gpu.is_fractional and bool(new) and not new & set(pod.gpu_groups)
 
 
 def validate_after_evictions(

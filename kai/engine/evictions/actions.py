@@ -257,7 +257,7 @@ def _choose(
     models_left: int,
 ) -> list[Scenario]:
     """Valid scenarios, least disruptive first: the CP-SAT model's and the greedy search's."""
-    order = VictimOrder(state, options)
+    order = VictimOrder(state, options, moves=action is Action.CONSOLIDATE)
     greedy = greedy_search(state, action, preemptor, options, budget, order)
     answer = cp_sat_search(state, action, preemptor, options, order, greedy, budget, models_left)
     budget.solver_spent += answer.wall_seconds

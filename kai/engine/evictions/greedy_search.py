@@ -12,14 +12,14 @@ the model's warm start, its fallback, and the benchmark's baseline.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from fractions import Fraction
 
 from kai.engine.evictions.budget import SearchBudget
 from kai.engine.evictions.decisions import Action
 from kai.engine.evictions.options import Verdict, VictimOption
 from kai.engine.evictions.preemptors import Preemptor
-from kai.engine.evictions.room import Meter, Overlay, Seat, release, seat_all
+from kai.engine.evictions.room import Meter, Overlay, Seat, own_devices_first, release, seat_all
 from kai.engine.evictions.rules import check
 from kai.engine.evictions.scenario import Scenario
 from kai.engine.evictions.state import EvictionState
@@ -41,7 +41,9 @@ def greedy_search(
     to as many units again, and then units are dropped, the largest and latest first,
     while the set still works: the fewest, smallest victims of the least protected class.
     """
-    order = order if order is not None else VictimOrder(state, options)
+    order = (
+        order if order is not None else VictimOrder(state, options, action is Action.CONSOLIDATE)
+    )
     by_key = {option.gang.key: option for option in options}
     eligible = preemptor_nodes(state, preemptor)
     room = Overlay(state.future)
@@ -57,22 +59,37 @@ def greedy_search(
             break
         gang_pods = chosen.setdefault(key, set())
         taken.append(unit)
-        grew = False
-        for pod in unit.pods:
-            gang_pods.add(pod.key)
-            grew |= slots.release(pod)
-        if not grew or not slots.enough():
-            continue
-        if budget.exhausted:
-            return None
-        found = _try(state, action, preemptor, by_key, chosen, room, slots.candidates, budget)
-        if isinstance(found, Scenario):
-            trial = _Trial(state, action, preemptor, by_key, eligible, budget)
-            extended = _extend(taken, units, unit.klass, action, most)
-            return _fewest(trial, order, extended, taken, found)
-        if found is not None and found.final:
-            return None  # the rules refuse this set and every larger one
+        for step in _steps(unit, action):
+            grew = False
+            for pod in step:
+                gang_pods.add(pod.key)
+                grew |= slots.release(pod)
+            if not grew or not slots.enough():
+                continue
+            if budget.exhausted:
+                return None
+            found = _try(state, action, preemptor, by_key, chosen, room, slots.candidates, budget)
+            if isinstance(found, Scenario):
+                trial = _Trial(state, action, preemptor, by_key, eligible, budget)
+                extended = _extend(taken, units, unit.klass, action, most)
+                return _fewest(trial, order, extended, taken, found)
+            if found is not None and found.final:
+                return None  # the rules refuse this set and every larger one
     return None
+
+
+def _steps(unit: VictimUnit, action: Action) -> list[tuple[Pod, ...]]:
+    """How a unit's pods leave: at once; for consolidation node by node, in the unit's order.
+
+    Consolidation moves pods and kills none, so a gang's pods need not go together: as in
+    KAI, its pods are taken node by node and the rest stay where they run.
+    """
+    if action is not Action.CONSOLIDATE:
+        return [unit.pods]
+    by_node: dict[str | None, list[Pod]] = {}
+    for pod in unit.pods:
+        by_node.setdefault(pod.node, []).append(pod)
+    return [tuple(pods) for pods in by_node.values()]
 
 
 class _Trial:
@@ -264,33 +281,55 @@ def _try(
     )
     if seats is None:
         return None
-    moves: list[Seat] = []
-    if action is Action.CONSOLIDATE:
-        leaving = [
-            pod for key in chosen for pod in options[key].gang.pods if pod.key in chosen[key]
-        ]
-        placed = seat_elsewhere(state, leaving, trial, meter)
-        if placed is None:
-            return None
-        moves = placed
     evicted = {key: frozenset(pods) for key, pods in chosen.items() if pods}
     verdict = check(state, action, preemptor, options, evicted)
     if not verdict.ok:
         return verdict
+    moves: list[Seat] = []
+    if action is Action.CONSOLIDATE:
+        placed = move_victims(state, options, evicted, trial, meter)
+        if placed is None or not placed[1]:
+            return None
+        evicted, moves = placed
     return Scenario(evicted, tuple(seats), tuple(moves), verdict, "greedy")
 
 
-def seat_elsewhere(
-    state: EvictionState, pods: Sequence[Pod], room: Overlay, meter: Meter | None = None
-) -> list[Seat] | None:
-    """Consolidation: every moved pod goes to a node other than the one it leaves."""
-    eligible_for = state.inputs.eligible_for
+def move_victims(
+    state: EvictionState,
+    options: Mapping[str, VictimOption],
+    chosen: Mapping[str, Collection[str]],
+    room: Overlay,
+    meter: Meter | None = None,
+) -> tuple[dict[str, frozenset[str]], list[Seat]] | None:
+    """Consolidation: re-place every chosen victim pod on what the preemptor left; None if one
+    cannot be (consolidation never kills). Returns the pods that really move and their seats.
 
-    def elsewhere(pod: Pod) -> Callable[[str], bool]:
-        allowed = eligible_for(pod)
-        return lambda name: name != pod.node and allowed(name)
-
-    return seat_all(pods, room, room.keys(), elsewhere, state.config.placement_strategy, meter)
+    The victims are seated like any pending work, in KAI's node order. A pod seated back
+    where it runs (its node, and for a fractional pod its shared devices) is not moved at
+    all: it keeps running, as in KAI, where a victim re-placed on its own node is restored.
+    So a gang at its minimum is chosen whole (its pods leave together or not at all) and
+    only the pods that must make room move; the others of the gang stay as they are.
+    """
+    leaving = [pod for key in chosen for pod in options[key].gang.pods if pod.key in chosen[key]]
+    seats = seat_all(
+        leaving,
+        room,
+        room.keys(),
+        state.inputs.eligible_for,
+        state.config.placement_strategy,
+        meter,
+        own_devices_first,
+    )
+    if seats is None:
+        return None
+    moved: dict[str, set[str]] = {}
+    moves: list[Seat] = []
+    for pod, node, groups in seats:
+        if node == pod.node and (not pod.gpu.is_fractional or set(groups) == set(pod.gpu_groups)):
+            continue  # seated back where it runs: it stays
+        moved.setdefault(pod.group, set()).add(pod.key)
+        moves.append((pod, node, groups))
+    return {key: frozenset(pods) for key, pods in moved.items()}, moves
 
 
 def preemptor_nodes(state: EvictionState, preemptor: Preemptor) -> set[str]:

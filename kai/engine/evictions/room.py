@@ -80,11 +80,14 @@ def seat_all(
     eligible_for: Callable[[Pod], Callable[[str], bool]],
     strategy: PlacementStrategy,
     meter: Meter | None = None,
+    devices: Callable[[Pod, NodeCapacity], list[str] | None] | None = None,
 ) -> list[Seat] | None:
     """Seat every pod on `nodes` (largest pods first), or None; `room` is changed either way.
 
     Nodes are kept ordered by free whole GPUs (fewest first to bin-pack, most first to
     spread), so each pod takes the first node that fits instead of scanning them all.
+    `devices` chooses a fractional pod's shared devices on a node (None: it does not fit
+    there); by default the node's own choice (`NodeCapacity.shared_candidates`).
     Every node looked at is charged to `meter`.
     """
     spread = strategy is PlacementStrategy.SPREAD
@@ -100,7 +103,7 @@ def seat_all(
             free, name = order[position]
             if spread and -free < pod.gpu.whole:
                 break
-            if eligible(name) and room[name].fits(pod):
+            if eligible(name) and _fits(room[name], pod, devices):
                 found = position
                 break
         if found is None:
@@ -109,11 +112,34 @@ def seat_all(
             return None
         name = order.pop(found)[1]
         cap = room.writable(name)
-        seats.append((pod, name, cap.take(pod)))
+        groups = devices(pod, cap) if devices is not None and pod.gpu.is_fractional else None
+        seats.append((pod, name, cap.take(pod, groups)))
         bisect.insort(order, _rank(cap, name, spread))
     if meter is not None:
         meter.spend(visited)
     return seats
+
+
+def _fits(
+    cap: NodeCapacity, pod: Pod, devices: Callable[[Pod, NodeCapacity], list[str] | None] | None
+) -> bool:
+    if devices is None or not pod.gpu.is_fractional:
+        return cap.fits(pod)
+    return cap.fits_base(pod) and devices(pod, cap) is not None
+
+
+def own_devices_first(pod: Pod, cap: NodeCapacity) -> list[str] | None:
+    """A fractional pod back on its own node takes its own devices again if they have room
+    (a device it alone used, now whole again, is reopened under its old name)."""
+    if cap.name == pod.node and pod.gpu_groups:
+        memory = cap.node.gpu_memory_mib
+        need = pod.gpu.memory_on(memory)
+        reopened = sum(1 for group in pod.gpu_groups if group not in cap.shared)
+        if reopened <= cap.whole_gpus and all(
+            cap.shared[group] + need <= memory for group in pod.gpu_groups if group in cap.shared
+        ):
+            return list(pod.gpu_groups)
+    return cap.shared_candidates(pod)
 
 
 def _rank(cap: NodeCapacity, name: str, spread: bool) -> tuple[int, str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from kai.engine.capacity import NodeCapacity
 from kai.engine.evictions.decisions import (
     LOWER_PRIORITY,
     MOVED,
@@ -31,7 +32,7 @@ from kai.engine.evictions.reclaim_rules import (
     side_threshold,
 )
 from kai.engine.evictions.state import EvictionState
-from kai.engine.model import UNLIMITED, PlacementStrategy
+from kai.engine.model import UNLIMITED, PlacementStrategy, Pod
 from kai.engine.resources import RESOURCE_NAMES, Resources
 
 # -- who may trigger and who may be a victim ------------------------------------------
@@ -109,8 +110,6 @@ def victim_options(
             continue
         if action is Action.PREEMPT and victim.priority >= group.priority:
             continue
-        if action is Action.CONSOLIDATE and any(pod.gpu.is_fractional for pod in gang.pods):
-            continue  # shared devices are not moved: their pods stay where they are
         minimum = minimum_for(victim.queue)
         if minimum is None:
             continue
@@ -130,24 +129,63 @@ CONSOLIDATION_TARGET_NODES = 2
 def _near_fitting(
     state: EvictionState, preemptor: Preemptor, options: list[VictimOption]
 ) -> list[VictimOption]:
-    """Consolidation looks only at the gangs on the nodes that lack the fewest GPUs for the
-    preemptor's largest pod, the way KAI looks only at its first few victim jobs: moving
+    """Consolidation looks only at the gangs on the nodes that lack the fewest devices for one
+    more of the preemptor's largest pods, the way KAI looks only at its first few victim jobs: moving
     gangs off any other node frees less for more disruption.
+
+    A device counts as freeable when its every user may move: a whole GPU of a movable
+    pod, or a shared device all of whose pods are movable. A fractional preemptor needs
+    one device with room for it: a node lacks one if none has the room now, and can get
+    one by freeing a device or by moving movable pods off a shared one.
     """
     size = max(pod.gpu.whole for pod in preemptor.pods)
-    movable: dict[str, int] = {}
+    fractions = [pod for pod in preemptor.pods if pod.gpu.is_fractional]
+    movable: dict[str, list[Pod]] = {}
     for option in options:
         for pod in option.gang.pods:
-            movable[pod.node or ""] = movable.get(pod.node or "", 0) + pod.gpu.whole
+            movable.setdefault(pod.node or "", []).append(pod)
     check = [state.inputs.eligible_for(pod) for pod in preemptor.pods]
     lacking = []
-    for name, gpus in movable.items():
-        missing = size - state.future[name].whole_gpus
-        if 0 < missing <= gpus and any(eligible(name) for eligible in check):
+    for name, pods in movable.items():
+        if not any(eligible(name) for eligible in check):
+            continue
+        cap = state.future[name]
+        freeable, room_made = _freeable(state, cap, pods, fractions)
+        # GPUs the node lacks to hold one more of the largest pods than it holds now.
+        held = cap.whole_gpus // size if size else 0
+        missing = size - cap.whole_gpus % size if size and held < len(preemptor.pods) else 0
+        if size == 0 and fractions:
+            missing = 0 if any(cap.fits(pod) for pod in fractions) else 1
+            freeable = freeable + room_made
+        if 0 < missing <= freeable:
             lacking.append((missing, name))
     lacking.sort()
     targets = {name for _, name in lacking[: CONSOLIDATION_TARGET_NODES * len(preemptor.pods)]}
     return [o for o in options if any(pod.node in targets for pod in o.gang.pods)]
+
+
+def _freeable(
+    state: EvictionState, cap: NodeCapacity, pods: list[Pod], fractions: list[Pod]
+) -> tuple[int, int]:
+    """Devices on the node that moving these pods frees; and shared devices it would make
+    room on for the smallest fractional preemptor pod without freeing them."""
+    whole = sum(pod.gpu.whole for pod in pods)
+    keys = {pod.key for pod in pods}
+    moving: dict[str, int] = {}
+    for pod in pods:
+        if pod.gpu.is_fractional:
+            for device in pod.gpu_groups:
+                moving[device] = moving.get(device, 0) + pod.gpu.memory_on(cap.node.gpu_memory_mib)
+    freed = made = 0
+    memory = cap.node.gpu_memory_mib
+    need = min((pod.gpu.memory_on(memory) for pod in fractions), default=memory)
+    for device, used in cap.shared.items():
+        holders = state.occupants.get((cap.name, device), set())
+        if holders and holders <= keys:
+            freed += 1
+        elif device in moving and used - moving[device] + need <= memory:
+            made += 1
+    return whole + freed, made
 
 
 def _side_may_give(state: EvictionState, preemptor: Preemptor, victim_queue: str) -> bool:
@@ -173,7 +211,8 @@ def check(
         if option is None:
             return Verdict({}, f"PodGroup {key} is not a victim this action may take")
         gang = option.gang
-        if not pods or not gang.allows(pods):
+        # Consolidation re-places every pod it takes, so a gang keeps all its pods.
+        if not pods or (action is not Action.CONSOLIDATE and not gang.allows(pods)):
             return Verdict({}, f"PodGroup {key} would be left running below its minimum")
         if len(pods) == len(gang.pods) and not option.whole_allowed:
             return Verdict({}, f"PodGroup {key} is protected by min-runtime")

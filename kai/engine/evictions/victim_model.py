@@ -28,7 +28,7 @@ from kai.engine.capacity import NodeCapacity
 from kai.engine.evictions.budget import SearchBudget
 from kai.engine.evictions.cp_terms import Derivation, Value, all_of, any_of, distinct, scaled
 from kai.engine.evictions.decisions import Action
-from kai.engine.evictions.greedy_search import preemptor_nodes, seat_elsewhere
+from kai.engine.evictions.greedy_search import move_victims, preemptor_nodes
 from kai.engine.evictions.options import VictimOption
 from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.reclaim_model import add_reclaim_rules
@@ -462,26 +462,24 @@ class VictimModel:
             if solver.value(var):
                 evicted[self.pod_group[pod_key]].add(pod_key)
         room = Overlay(state.future)
-        leaving: list[Pod] = []
         for key, pods in evicted.items():
             for pod in self.options[key].gang.pods:
                 if pod.key in pods:
                     assert pod.node is not None
                     release(room.writable(pod.node), pod, pod.gpu_groups)
-                    leaving.append(pod)
         seats = self._seat(solver, room)
         if seats is None:
             return None
-        moves: list[Seat] = []
-        if self.action is Action.CONSOLIDATE:
-            found = seat_elsewhere(state, leaving, room)
-            if found is None:
-                return None
-            moves = found
         frozen = {key: frozenset(pods) for key, pods in evicted.items()}
         verdict = check(state, self.action, self.preemptor, self.options, frozen)
         if not verdict.ok:
             return None
+        moves: list[Seat] = []
+        if self.action is Action.CONSOLIDATE:
+            found = move_victims(state, self.options, frozen, room)
+            if found is None or not found[1]:
+                return None
+            frozen, moves = found
         return Scenario(frozen, tuple(seats), tuple(moves), verdict, "cp-sat")
 
     def _seat(self, solver: cp_model.CpSolver, room: Overlay) -> list[Seat] | None:

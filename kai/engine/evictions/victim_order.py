@@ -14,7 +14,9 @@ compared, smaller first, by: the latest victim class it touches (class: a leaf q
 a priority, numbered in victim order, so a more protected queue or priority is never
 taken while a less protected one can give); then evicted GPUs; then evicted pods; then
 the classes it takes from, weighted by GPUs; then the victims' places in the order
-(newest job, last task first).
+(newest job, last task first). Consolidation moves its victims, which keep their GPUs:
+there a victim set costs its pods and their places, not GPUs, so among sets that move
+as many pods KAI's order decides (the first working victims in the order are moved).
 """
 
 from __future__ import annotations
@@ -67,8 +69,12 @@ def eviction_order(gang: RunningGang) -> tuple[Pod, ...]:
 class VictimOrder:
     """The victim queue for one preemptor's candidate victims; units are produced lazily."""
 
-    def __init__(self, state: EvictionState, options: Iterable[VictimOption]) -> None:
+    def __init__(
+        self, state: EvictionState, options: Iterable[VictimOption], moves: bool = False
+    ) -> None:
+        """`moves`: the victims are moved, not killed (consolidation); see `cost`."""
         self._state = state
+        self._moves = moves
         self._options = list(options)
         queues = state.inputs.queues
         self._parent = {name: queue.parent for name, queue in queues.items()}
@@ -128,12 +134,17 @@ class VictimOrder:
                 unit = self._units[self._recorded]
                 self._recorded += 1
                 for member in unit.pods:
-                    self._positions[member.key] = unit.position
+                    # Moves may take part of a unit: then each pod's own place in the order counts.
+                    self._positions[member.key] = (
+                        len(self._positions) if self._moves else unit.position
+                    )
                     self._klass_of[member.key] = unit.klass
-        gpus = ceil(self._state.usage[pod.key].gpu * GPU_UNITS)
+        # A moved pod keeps its GPUs: consolidation costs restarts, so only pods and places count.
+        gpus = 0 if self._moves else ceil(self._state.usage[pod.key].gpu * GPU_UNITS)
         # A pod no pop reaches (a protected core) would go after everything else.
         klass = self._klass_of.get(pod.key, len(self._classes))
-        return PodCost(gpus, klass, self._positions.get(pod.key, len(self._units)))
+        unreached = len(self._positions) if self._moves else len(self._units)
+        return PodCost(gpus, klass, self._positions.get(pod.key, unreached))
 
     def disruption(self, evicted: Evicted) -> Disruption:
         """How much a victim set disrupts, compared lexicographically; smaller is better."""
