@@ -60,11 +60,12 @@ class NodeCapacity:
             and pod.gpu.whole <= self.whole_gpus
         )
 
-    def shared_candidates(self, pod: Pod) -> list[str] | None:
-        """The devices a fractional pod would take here (best fit first), or None if it does not fit.
+    def shared_candidates(self, pod: Pod, fullest_first: bool = True) -> list[str] | None:
+        """The devices a fractional pod would take here, or None if it does not fit.
 
-        Existing groups with room come first, fullest first (KAI's gpupack order); then
-        whole idle devices, which would be opened as new groups (named "" until taken).
+        Existing groups with room come first (KAI's gpusharingorder), fullest first for
+        bin-packing (gpupack) or emptiest first for spreading; then whole idle devices,
+        which would be opened as new groups (named "" until taken).
         """
         need = pod.gpu.memory_on(self.node.gpu_memory_mib)
         if need > self.node.gpu_memory_mib:
@@ -75,7 +76,7 @@ class NodeCapacity:
                 for group, used in self.shared.items()
                 if used + need <= self.node.gpu_memory_mib
             ),
-            key=lambda group: (-self.shared[group], group),
+            key=lambda group: (-self.shared[group] if fullest_first else self.shared[group], group),
         )
         chosen = existing[: pod.gpu.devices]
         missing = pod.gpu.devices - len(chosen)

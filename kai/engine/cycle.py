@@ -146,7 +146,11 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
             if offer is not None:
                 offers.push(offer)
         return greedy_allocate(
-            offers, NodeIndex(start, config.placement_strategy), ledger, eligible_for, memory_mib
+            offers,
+            NodeIndex(start, config.placement_strategy, config.device_placement),
+            ledger,
+            eligible_for,
+            memory_mib,
         )
 
     greedy_budget = budget.copy()
@@ -183,7 +187,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
     for placement in chosen.placements.values():
         group = groups[placement.pod.group]
         final_budget.add(group.queue, pod_resources(placement.pod, memory_mib), group.preemptible)
-    after = NodeIndex(capacity, config.placement_strategy)
+    after = NodeIndex(capacity, config.placement_strategy, config.device_placement)
     for placement in chosen.placements.values():
         after.take(placement.node, placement.pod, placement.gpu_groups or None)
     for request in placeable:

@@ -62,7 +62,9 @@ class Offer:
         """The gang's next attempt once this one succeeded: one more pod, pushed back."""
         if self.elastic >= len(self.gang.elastic):
             return None
-        return Offer(self.gang, self.elastic + 1, AT_MINIMUM if self.elastic == 0 else ABOVE_MINIMUM)
+        return Offer(
+            self.gang, self.elastic + 1, AT_MINIMUM if self.elastic == 0 else ABOVE_MINIMUM
+        )
 
 
 def first_offer(request: GangRequest) -> Offer | None:

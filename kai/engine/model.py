@@ -265,9 +265,16 @@ class EvictionConfig:
 class EngineConfig:
     time_limit_seconds: float = 1.0
     placement_strategy: PlacementStrategy = PlacementStrategy.BINPACK
+    device_strategy: PlacementStrategy | None = None
+    """Which shared GPU device a fraction joins (KAI's gpupack / gpuspread): the fullest or
+    the emptiest with room. Unset, it follows `placement_strategy`, as KAI's shard does."""
     solver_workers: int = 2
     random_seed: int = 0
     evictions: EvictionConfig = EvictionConfig()
+
+    @property
+    def device_placement(self) -> PlacementStrategy:
+        return self.device_strategy or self.placement_strategy
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,17 @@ from kai.engine.model import PlacementStrategy, Pod
 
 
 class NodeIndex:
-    def __init__(self, capacity: Mapping[str, NodeCapacity], strategy: PlacementStrategy) -> None:
+    def __init__(
+        self,
+        capacity: Mapping[str, NodeCapacity],
+        strategy: PlacementStrategy,
+        device_strategy: PlacementStrategy | None = None,
+    ) -> None:
         self.capacity: dict[str, NodeCapacity] = {
             name: cap.copy() for name, cap in capacity.items()
         }
         self._strategy = strategy
+        self._fullest_device_first = (device_strategy or strategy) is not PlacementStrategy.SPREAD
         self._max_gpus = max((cap.node.gpus for cap in self.capacity.values()), default=0)
         self._buckets: list[list[str]] = [[] for _ in range(self._max_gpus + 1)]
         for name in sorted(self.capacity):
@@ -44,12 +50,19 @@ class NodeIndex:
 
     # -- placement -----------------------------------------------------------------------
     def find(self, pod: Pod, eligible: Callable[[str], bool]) -> str | None:
-        """The best node for the pod, or None."""
-        if pod.gpu.is_fractional:
+        """The best node for the pod, or None.
+
+        Bin-packing puts a fraction on a node whose shared devices have room first (KAI's
+        gpusharingorder); spreading ranks nodes by free GPUs first, as KAI's spread score
+        outweighs the sharing one, and a node with room on a shared device counts.
+        """
+        spread = self._strategy is PlacementStrategy.SPREAD
+        if pod.gpu.is_fractional and not spread:
             for name in self._sharing_candidates(pod):
                 if eligible(name) and self.capacity[name].fits(pod):
                     return name
-        for name in self._bucket_scan(pod.gpu.whole + (1 if pod.gpu.is_fractional else 0)):
+        least = 0 if spread and pod.gpu.is_fractional else pod.gpu.whole + pod.gpu.is_fractional
+        for name in self._bucket_scan(least):
             if eligible(name) and self.capacity[name].fits(pod):
                 return name
         return None
@@ -59,6 +72,10 @@ class NodeIndex:
         if self._saved is not None and name not in self._saved:
             self._saved[name] = self.capacity[name].copy()
         result: tuple[str, ...] = ()
+
+        if groups is None and pod.gpu.is_fractional:
+            candidates = self.capacity[name].shared_candidates(pod, self._fullest_device_first)
+            groups = tuple(candidates or ())
 
         def apply(cap: NodeCapacity) -> None:
             nonlocal result

@@ -291,19 +291,25 @@ def _has_topology(group: SubGroupSet) -> bool:
     )
 
 
-def placement_strategy(topo: GoStruct) -> str | None:
+def placement_strategy(topo: GoStruct) -> tuple[str, str] | None:
+    """(node placement, shared-device placement) from a test's own scheduler configuration.
+
+    KAI sets them apart: the nodeplacement plugin's `gpu` argument ranks nodes, and the
+    gpupack or gpuspread plugin picks the shared device a fraction joins.
+    """
     conf = get(get(topo, "Mocks"), "SchedulerConf")
     if not conf:
         return None
+    node, device = "binpack", "binpack"
     for tier in get(conf, "Tiers", []):
         for plugin in get(tier, "Plugins", []):
             name = get(plugin, "Name")
             arguments = get(plugin, "Arguments", {})
-            if name == "gpuspread" or (
-                name == "nodeplacement" and arguments.get("gpu") == "spread"
-            ):
-                return "spread"
-    return "binpack"
+            if name == "gpuspread":
+                device = "spread"
+            if name == "nodeplacement" and arguments.get("gpu") == "spread":
+                node = "spread"
+    return node, device
 
 
 def convert_case(topo: GoStruct, meta: GoStruct | None, driver: Driver) -> dict[str, Any]:
@@ -475,9 +481,11 @@ def convert_case(topo: GoStruct, meta: GoStruct | None, driver: Driver) -> dict[
     expect = _expectations(topo, meta, driver, pods, job_of, notes)
     case: dict[str, Any] = {"engine": {}, "expect": expect, "objects": objects}
     strategy = placement_strategy(topo)
-    if strategy == "spread":
+    if strategy is not None and strategy[0] == "spread":
         case["engine"]["placement"] = "spread"
-    if strategy is not None and strategy != "spread":
+    if strategy is not None and strategy[1] == "spread":
+        case["engine"]["devicePlacement"] = "spread"
+    if strategy is not None and strategy == ("binpack", "binpack"):
         notes.append(
             "KAI test sets its own scheduler configuration (plugins); kai runs its defaults"
         )

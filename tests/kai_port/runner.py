@@ -64,8 +64,12 @@ def engine_config(case: dict[str, Any]) -> EngineConfig:
         staleness_grace_seconds=_stale_grace(case, engine),
     )
     placement = PlacementStrategy(engine.get("placement", "binpack"))
+    devices = PlacementStrategy(engine.get("devicePlacement", "binpack"))
     return EngineConfig(
-        time_limit_seconds=TIME_LIMIT_SECONDS, placement_strategy=placement, evictions=evictions
+        time_limit_seconds=TIME_LIMIT_SECONDS,
+        placement_strategy=placement,
+        device_strategy=devices,
+        evictions=evictions,
     )
 
 
@@ -195,7 +199,6 @@ def _unit(expect: dict[str, Any], run: Run) -> list[str]:
                 problems.append(f"{said}: not evicted")
         elif outcome == "releasing" and (key in bound or pod.phase is not PodPhase.RELEASING):
             problems.append(f"{said}: {pod.phase.value} on {pod.node}")
-    problems += _gpu_groups(expect, run.states[0], result)
     return problems
 
 
@@ -218,7 +221,6 @@ def _integration(expect: dict[str, Any], run: Run, until: int, after: int) -> li
             problems.append(f"{said}: {pod.phase.value} on {pod.node}")
         elif outcome == "releasing" and pod.phase is not PodPhase.RELEASING:
             problems.append(f"{said}: {pod.phase.value}")
-    problems += _gpu_groups(expect, run.states[until - 1], None)
     watched = set(expect["pods"])
     for number in range(until, until + after):
         result = run.rounds[number]
@@ -231,28 +233,4 @@ def _integration(expect: dict[str, Any], run: Run, until: int, after: int) -> li
             problems.append(
                 f"round {number + 1} (after the match) still changes: {', '.join(sorted(changed))}"
             )
-    return problems
-
-
-def _gpu_groups(expect: dict[str, Any], state: Snapshot, result: CycleResult | None) -> list[str]:
-    """KAI names devices by label: the same label on one node must be the same shared device."""
-    pods = _pods(state)
-    placed: dict[str, tuple[str | None, tuple[str, ...]]] = {
-        key: (pod.node, pod.gpu_groups) for key, pod in pods.items()
-    }
-    if result is not None:
-        placed.update({p.pod: (p.node, tuple(p.gpu_groups)) for p in result.pipelined})
-    seen: dict[tuple[str | None, str], str] = {}
-    problems = []
-    for key, wanted in expect["pods"].items():
-        labels = wanted.get("gpuGroups")
-        node, actual = placed.get(key, (None, ()))
-        if not labels or not actual or len(actual) != len(labels):
-            continue
-        for label, group in zip(labels, actual, strict=True):
-            first = seen.setdefault((node, label), group)
-            if first != group:
-                problems.append(
-                    f"{key}: KAI's device {label!r} on {node} is {first} for another pod, {group} here"
-                )
     return problems

@@ -73,10 +73,12 @@ class ModelInput:
     queues: Mapping[str, Queue]
     budget: QueueBudget
     strategy: PlacementStrategy
+    device_strategy: PlacementStrategy  # the fullest shared device first, or the emptiest
     accounting_memory_mib: int
     offers: Sequence[tuple[str, int]]  # the greedy pass's attempts in order: (gang, 0) a core,
     # (gang, n) its n-th elastic pod
     accepted: Sequence[bool]  # which of those attempts the greedy pass satisfied
+    kai_placement: Mapping[tuple[int, int], int]  # greedy's pods per (node class, shape)
 
 
 class AllocationModel:
@@ -89,6 +91,8 @@ class AllocationModel:
         self.patterns: dict[int, ClassPatterns] = {}
         self.tiers: list[Tier] = []
         self.offer_vars: list[tuple[cp_model.IntVar, str, int]] = []  # elastic attempts
+        self._device_order: list[tuple[int, cp_model.IntVar, int]] = []
+        self.kai_kept: list[tuple[cp_model.IntVar, cp_model.IntVar, int]] = []
         self._gang_terms: dict[str, list[tuple[cp_model.IntVar, Resources, int]]] = defaultdict(
             list
         )
@@ -277,6 +281,18 @@ class AllocationModel:
                 model.add(sum(slot_vars) <= node_class.size)
             patterns.existing_patterns.append(slot_patterns)
             patterns.existing_vars.append(slot_vars)
+            # KAI's device order among a node's shared devices: fullest first when
+            # bin-packing (gpupack), emptiest first when spreading; in hundredths of a device.
+            held = (
+                memory - residual
+                if self.data.device_strategy is PlacementStrategy.BINPACK
+                else residual
+            )
+            for pattern, var in zip(slot_patterns, slot_vars, strict=True):
+                fill = sum(n * size for n, size in zip(pattern, sizes, strict=True))
+                weight = (100 * fill // memory) * (100 * held // memory)
+                if weight:
+                    self._device_order.append((weight, var, node_class.size))
             for i in range(len(sizes)):
                 per_size[i].append(
                     sum(p[i] * v for p, v in zip(slot_patterns, slot_vars, strict=True) if p[i])
@@ -332,7 +348,29 @@ class AllocationModel:
                     elastic_bound += weight * len(gang.elastic)
         if elastic_terms:
             self.tiers.append(Tier("elastic pods", sum(elastic_terms), elastic_bound))
+        self._add_kai_placement_tier()
         self._add_placement_tier()
+
+    def _add_kai_placement_tier(self) -> None:
+        """Where the order gains nothing, keep the greedy pass's (KAI's) choice of nodes.
+
+        The greedy pass places pods as KAI's node order does (gpusharingorder, then
+        bin-packing or spreading); the solver moves a pod to another node class only to
+        satisfy an attempt in KAI's order that the greedy pass refused, so a user sees
+        KAI's placements unless kai placed more.
+        """
+        kept, bound = [], 0
+        for key, wanted in sorted(self.data.kai_placement.items()):
+            var = self.count.get(key)
+            if var is None or wanted <= 0:
+                continue
+            same = self.model.new_int_var(0, wanted, f"kept[{key[0]},{key[1]}]")
+            self.model.add(same <= var)
+            self.kai_kept.append((same, var, wanted))
+            kept.append(same)
+            bound += wanted
+        if kept:
+            self.tiers.append(Tier("KAI's placements kept", sum(kept), bound))
 
     def _offer_var(self, gang: str, elastic: int) -> cp_model.IntVar | None:
         """A boolean that is 1 only if the attempt is satisfied: the core admitted, or at
@@ -393,6 +431,14 @@ class AllocationModel:
                 closed_bound += most
         if closed:
             self.tiers.append(Tier("devices left unshared", sum(closed), closed_bound))
+        if self._device_order:
+            self.tiers.append(
+                Tier(
+                    "shared devices in KAI's order",
+                    sum(weight * var for weight, var, _ in self._device_order),
+                    sum(weight * size for weight, _, size in self._device_order),
+                )
+            )
         terms, bound = [], 0
         for node_class in self.data.classes:
             patterns = self.patterns.get(node_class.index)

@@ -8,6 +8,7 @@ are retried the same way. The result is then validated by the caller.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -69,6 +70,11 @@ def optimize(
             shape_index[pod.key] = shape_ids[shape]
     classes = build_classes(capacity, eligibility_sets, lambda cap: cap.pods > 0)
     class_of_node: dict[str, NodeClass] = {n: c for c in classes for n in c.nodes}
+    kai_placement = Counter(
+        (class_of_node[p.node].index, shape_index[p.pod.key])
+        for p in greedy.placements.values()
+        if p.node in class_of_node and p.pod.key in shape_index
+    )
     allocation = AllocationModel(
         ModelInput(
             modelled_gangs,
@@ -78,11 +84,13 @@ def optimize(
             queues,
             budget,
             config.placement_strategy,
+            config.device_placement,
             memory_mib,
             greedy.offers,
             greedy.accepted_in_order(
                 greedy.offers, {p.key: g.key for g in modelled_gangs for p in g.elastic}
             ),
+            kai_placement,
         )
     )
     add_greedy_hint(allocation, greedy, capacity, class_of_node)
@@ -95,7 +103,7 @@ def optimize(
     outcome = AllocationOutcome(dict(decoded.placements), list(decoded.admitted), {})
     # Repair: leftover capacity goes to gangs the decoded answer did not place.
     ledger = budget.copy()
-    index = NodeIndex(capacity, config.placement_strategy)
+    index = NodeIndex(capacity, config.placement_strategy, config.device_placement)
     for placement in decoded.placements.values():
         index.take(placement.node, placement.pod, placement.gpu_groups or None)
     admitted = set(decoded.admitted)

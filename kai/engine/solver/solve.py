@@ -136,6 +136,8 @@ def add_greedy_hint(
         by_node.setdefault(placement.node, []).append((shape_id, placement.gpu_groups))
     for class_and_shape, var in allocation.count.items():
         model.add_hint(var, per_class_shape.get(class_and_shape, 0))
+    for same, _, wanted in allocation.kai_kept:
+        model.add_hint(same, wanted)
     _hint_patterns(allocation, by_node, capacity, class_of_node)
 
 
