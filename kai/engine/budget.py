@@ -109,9 +109,15 @@ class QueueBudget:
             if quota != UNLIMITED:
                 yield Cap(queue, name, NON_PREEMPTIBLE_OVER_QUOTA, quota, used_np.get(name))
 
-    def check(self, leaf: str, request: Resources, preemptible: bool) -> Refusal | None:
+    def check(
+        self, leaf: str, request: Resources, preemptible: bool, only: str | None = None
+    ) -> Refusal | None:
+        """The first cap the request would break, at the leaf or an ancestor; `only` limits
+        the check to one reason (preempting may free room under a limit, never quota)."""
         for queue in self.ancestry(leaf):
             for cap in self.caps(queue):
+                if only is not None and cap.reason != only:
+                    continue
                 need = request.get(cap.resource)
                 if need and cap.applies_to(preemptible) and need > cap.room:
                     return cap.refusal(need)

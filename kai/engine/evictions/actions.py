@@ -26,6 +26,7 @@ from kai.engine.evictions.decisions import (
 )
 from kai.engine.evictions.greedy_search import greedy_search, preemptor_nodes
 from kai.engine.evictions.minruntime import preemption_delayed
+from kai.engine.evictions.next_cycle import undone_next_cycle
 from kai.engine.evictions.options import VictimOption
 from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.reclaim_rules import can_reclaim
@@ -221,6 +222,8 @@ def _run_action(
         budget.spend(len(scanned))  # looking through the running gangs is work too
         chosen = _choose(state, action, preemptor, options, budget, left + 1) if options else []
         for scenario in chosen:
+            if action is not Action.CONSOLIDATE and undone_next_cycle(state, preemptor, scenario):
+                continue  # the victims would be bound back before the preemptor: ping-pong
             decision = _decision(state, action, preemptor, scenario)
             if _commit(state, audit, decision, [*scenario.seats, *scenario.moves], tally):
                 if scenario.answer == "cp-sat":
@@ -243,8 +246,15 @@ def _may_trigger(state: EvictionState, action: Action, preemptor: Preemptor) -> 
         return refusal is None and may_consolidate(state, preemptor)
     if action is Action.RECLAIM:
         return refusal is None and can_reclaim(state, preemptor)
-    # Preempt may free room under the queue's own limit, so only a quota refusal stops it.
-    quota_refused = refusal is not None and refusal.reason == NON_PREEMPTIBLE_OVER_QUOTA
+    # Preempt may free room under the queue's own limit, so only a quota refusal stops it;
+    # a limit refusal is reported first, so quota is checked on its own.
+    quota_refused = refusal is not None and (
+        refusal.reason == NON_PREEMPTIBLE_OVER_QUOTA
+        or state.ledger.check(
+            group.queue, preemptor.request, group.preemptible, only=NON_PREEMPTIBLE_OVER_QUOTA
+        )
+        is not None
+    )
     return not quota_refused and may_preempt(state, preemptor)
 
 

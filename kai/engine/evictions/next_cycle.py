@@ -1,0 +1,98 @@
+"""Whether the next cycle's allocation would undo an eviction: the stability rule of reclaim and preempt.
+
+An eviction frees room for a pending gang, which waits (pipelined) for the victims to
+leave. In the next cycle the victims are pending again, and allocation offers room in
+KAI's order; if that order puts a victim before the gang it was evicted for, the victim
+is bound straight back and the gang is evicted for again a cycle later, for ever. KAI
+guards against this by running a virtual allocation over each candidate solution (its
+victims, the preemptor and the other pending jobs) before committing it. Here the same
+greedy pass the cycle allocates with is run over the room the decision leaves, with the
+victims pending and every gang still pending (a sibling queue can take room freed under a
+shared parent's limit); a decision whose victims would be re-placed while its preemptor
+is still not placed is not made. Gangs pipelined by earlier decisions keep their seats.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+
+from kai.engine.evictions.preemptors import Preemptor
+from kai.engine.evictions.room import release
+from kai.engine.evictions.scenario import Scenario
+from kai.engine.evictions.state import EvictionState
+from kai.engine.gangs import GangRequest, build_gang_requests, pod_resources
+from kai.engine.greedy import greedy_allocate
+from kai.engine.job_order import Offer, OfferQueue, first_offer
+from kai.engine.model import Pod, PodPhase
+from kai.engine.node_index import NodeIndex
+from kai.engine.resources import Resources
+
+
+def undone_next_cycle(state: EvictionState, preemptor: Preemptor, scenario: Scenario) -> bool:
+    """True when the next allocation would re-place a victim before placing the preemptor."""
+    inputs = state.inputs
+    future = {name: cap.copy() for name, cap in state.future.items()}
+    ledger = state.ledger.copy()
+    victims: dict[str, list[Pod]] = defaultdict(list)
+    for key, evicted in scenario.evicted.items():
+        gang = state.running[key]
+        for pod in gang.pods:
+            if pod.key in evicted and pod.node in future:
+                release(future[pod.node], pod, pod.gpu_groups)
+                ledger.add(
+                    gang.group.queue, Resources() - state.usage[pod.key], gang.group.preemptible
+                )
+                victims[key].append(pod)
+    if not victims:
+        return False
+    gangs: list[GangRequest] = []
+    for key, leaving in victims.items():
+        running = state.running[key]
+        gone = {pod.key for pod in leaving}
+        pods = [
+            dataclasses.replace(pod, phase=PodPhase.PENDING, node=None, gpu_groups=())
+            if pod.key in gone
+            else pod
+            for pod in running.pods
+        ]
+        gangs += build_gang_requests([running.group], {key: pods})
+    waiting = set(state.pipelined)
+    gangs += [
+        request
+        for request in inputs.unplaced
+        if request.key not in victims
+        and not any(pod.key in waiting for pod in (*request.core, *request.elastic))
+    ]
+    if preemptor.key not in {request.key for request in gangs}:
+        gangs.append(preemptor.gang)
+    memory = inputs.memory_mib
+
+    def size(offer: Offer) -> Resources:
+        if offer.elastic == 0:
+            return offer.gang.core_request(memory)
+        return pod_resources(offer.pods[0], memory)
+
+    offers = OfferQueue(
+        inputs.queues,
+        inputs.shares,
+        lambda name: ledger.allocated.get(name, Resources()),
+        size,
+        inputs.total,
+    )
+    for request in gangs:
+        offer = first_offer(request)
+        if offer is not None:
+            offers.push(offer)
+    config = inputs.config
+    outcome = greedy_allocate(
+        offers,
+        NodeIndex(future, config.placement_strategy, config.device_placement),
+        ledger,
+        inputs.eligible_for,
+        memory,
+    )
+    placed = set(outcome.placements)
+    preemptor_placed = any(pod.key in placed for pod in preemptor.pods)
+    victim_placed = any(pod.key in placed for pods in victims.values() for pod in pods)
+    return victim_placed and not preemptor_placed
