@@ -28,11 +28,9 @@ from kai.engine.evictions.state import EvictionInputs
 from kai.engine.explain import explain_incomplete, explain_pending
 from kai.engine.fairshare import QueueShare
 from kai.engine.gangs import GangRequest, build_gang_requests, pod_resources
-from kai.engine.greedy import AllocationOutcome, greedy_allocate
-from kai.engine.job_order import Offer, OfferQueue, first_offer
+from kai.engine.greedy import AllocationOutcome, KaiOrder, allocate_in_kai_order
 from kai.engine.model import EngineConfig, PodGroup, Snapshot
 from kai.engine.node_index import NodeIndex
-from kai.engine.resources import Resources
 from kai.engine.solver.optimize import optimize
 from kai.engine.validator import ProposedBinding, validate, validate_after_evictions
 
@@ -131,27 +129,12 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
     eligible_for = EligibilityIndex(snapshot.nodes)
     total = divisible_total(snapshot)
 
+    kai_order = KaiOrder(queues, shares, total, config, eligible_for, memory_mib)
+
     def run_greedy(
         start: Mapping[str, NodeCapacity], gangs: list[GangRequest], ledger: QueueBudget
     ) -> AllocationOutcome:
-        offers = OfferQueue(
-            queues,
-            shares,
-            lambda name: ledger.allocated.get(name, Resources()),
-            lambda offer: _offer_size(offer, memory_mib),
-            total,
-        )
-        for gang in gangs:
-            offer = first_offer(gang)
-            if offer is not None:
-                offers.push(offer)
-        return greedy_allocate(
-            offers,
-            NodeIndex(start, config.placement_strategy, config.device_placement),
-            ledger,
-            eligible_for,
-            memory_mib,
-        )
+        return allocate_in_kai_order(gangs, start, ledger, kai_order)
 
     greedy_budget = budget.copy()
     greedy = run_greedy(capacity, placeable, greedy_budget)
@@ -285,12 +268,6 @@ def _gpus(outcome: AllocationOutcome, memory_mib: int) -> Fraction:
     return sum(
         (pod_resources(p.pod, memory_mib).gpu for p in outcome.placements.values()), Fraction(0)
     )
-
-
-def _offer_size(offer: Offer, memory_mib: int) -> Resources:
-    if offer.elastic == 0:
-        return offer.gang.core_request(memory_mib)
-    return pod_resources(offer.pods[0], memory_mib)
 
 
 def _better_or_equal(

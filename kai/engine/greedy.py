@@ -8,14 +8,17 @@ the solver finds nothing in time, and the baseline the benchmark compares agains
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kai.engine.budget import QueueBudget, Refusal
+from kai.engine.capacity import NodeCapacity
+from kai.engine.fairshare import QueueShare
 from kai.engine.gangs import GangRequest, pod_resources
-from kai.engine.job_order import OfferQueue
-from kai.engine.model import Pod
+from kai.engine.job_order import OfferQueue, first_offer
+from kai.engine.model import EngineConfig, Pod, Queue
 from kai.engine.node_index import NodeIndex
+from kai.engine.resources import Resources
 
 UNSCHEDULABLE = "Unschedulable"
 
@@ -90,6 +93,49 @@ def greedy_allocate(
         if following is not None:
             offers.push(following)
     return outcome
+
+
+@dataclass(frozen=True)
+class KaiOrder:
+    """What ranks the attempts: the queues with their fair shares, the cluster total, and
+    the placement strategies the node index follows."""
+
+    queues: Mapping[str, Queue]
+    shares: Mapping[str, QueueShare]
+    total: Resources
+    config: EngineConfig
+    eligible_for: Callable[[Pod], Callable[[str], bool]]
+    accounting_memory_mib: int
+
+
+def allocate_in_kai_order(
+    gangs: Iterable[GangRequest],
+    capacity: Mapping[str, NodeCapacity],
+    ledger: QueueBudget,
+    order: KaiOrder,
+) -> AllocationOutcome:
+    """The greedy pass over these gangs, from this free capacity and queue ledger: the one
+    allocation the cycle makes, the solver's repair and the eviction searches' look at the
+    next cycle all run."""
+    offers = OfferQueue(
+        order.queues,
+        order.shares,
+        lambda name: ledger.allocated.get(name, Resources()),
+        lambda offer: offer.size(order.accounting_memory_mib),
+        order.total,
+    )
+    for gang in gangs:
+        offer = first_offer(gang)
+        if offer is not None:
+            offers.push(offer)
+    config = order.config
+    return greedy_allocate(
+        offers,
+        NodeIndex(capacity, config.placement_strategy, config.device_placement),
+        ledger,
+        order.eligible_for,
+        order.accounting_memory_mib,
+    )
 
 
 def _place_core(

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from kai.engine.fairshare import QueueShare
-from kai.engine.gangs import GangRequest
+from kai.engine.gangs import GangRequest, pod_resources
 from kai.engine.model import Pod, Queue
 from kai.engine.queue_order import queue_order_key
 from kai.engine.resources import Resources
@@ -57,6 +57,12 @@ class Offer:
     def key(self) -> tuple[int, int, datetime, str]:
         group = self.gang.group
         return (-group.priority, self.bucket, group.created or _EPOCH, group.key)
+
+    def size(self, gpu_memory_mib: int) -> Resources:
+        """What the attempt asks of its queue: the core's resources, or the one pod's."""
+        if self.elastic == 0:
+            return self.gang.core_request(gpu_memory_mib)
+        return pod_resources(self.pods[0], gpu_memory_mib)
 
     def next_elastic(self) -> Offer | None:
         """The gang's next attempt once this one succeeded: one more pod, pushed back."""

@@ -21,11 +21,9 @@ from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.room import release
 from kai.engine.evictions.scenario import Scenario
 from kai.engine.evictions.state import EvictionState
-from kai.engine.gangs import GangRequest, build_gang_requests, pod_resources
-from kai.engine.greedy import greedy_allocate
-from kai.engine.job_order import Offer, OfferQueue, first_offer
+from kai.engine.gangs import GangRequest, build_gang_requests
+from kai.engine.greedy import KaiOrder, allocate_in_kai_order
 from kai.engine.model import Pod, PodPhase
-from kai.engine.node_index import NodeIndex
 from kai.engine.resources import Resources
 
 
@@ -66,32 +64,15 @@ def undone_next_cycle(state: EvictionState, preemptor: Preemptor, scenario: Scen
     ]
     if preemptor.key not in {request.key for request in gangs}:
         gangs.append(preemptor.gang)
-    memory = inputs.memory_mib
-
-    def size(offer: Offer) -> Resources:
-        if offer.elastic == 0:
-            return offer.gang.core_request(memory)
-        return pod_resources(offer.pods[0], memory)
-
-    offers = OfferQueue(
+    order = KaiOrder(
         inputs.queues,
         inputs.shares,
-        lambda name: ledger.allocated.get(name, Resources()),
-        size,
         inputs.total,
-    )
-    for request in gangs:
-        offer = first_offer(request)
-        if offer is not None:
-            offers.push(offer)
-    config = inputs.config
-    outcome = greedy_allocate(
-        offers,
-        NodeIndex(future, config.placement_strategy, config.device_placement),
-        ledger,
+        inputs.config,
         inputs.eligible_for,
-        memory,
+        inputs.memory_mib,
     )
+    outcome = allocate_in_kai_order(gangs, future, ledger, order)
     placed = set(outcome.placements)
     preemptor_placed = any(pod.key in placed for pod in preemptor.pods)
     victim_placed = any(pod.key in placed for pods in victims.values() for pod in pods)
