@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from kai.engine.budget import OVER_LIMIT
 from kai.engine.capacity import NodeCapacity
 from kai.engine.evictions.decisions import (
     LOWER_PRIORITY,
@@ -32,8 +33,8 @@ from kai.engine.evictions.reclaim_rules import (
     side_threshold,
 )
 from kai.engine.evictions.state import EvictionState
-from kai.engine.model import UNLIMITED, PlacementStrategy, Pod
-from kai.engine.resources import RESOURCE_NAMES, Resources
+from kai.engine.model import PlacementStrategy, Pod
+from kai.engine.resources import Resources
 
 # -- who may trigger and who may be a victim ------------------------------------------
 
@@ -232,14 +233,11 @@ def _limits_problem(
 ) -> str | None:
     """The preemptor's queues stay within their limits once the victims have left."""
     for queue in state.ledger.ancestry(preemptor.queue):
-        used = state.ledger.allocated.get(queue.name, Resources()) - freed.get(
-            queue.name, Resources()
-        )
-        for name in RESOURCE_NAMES:
-            limit = queue.resource(name).limit
-            need = preemptor.request.get(name)
-            if need and limit != UNLIMITED and used.get(name) + need > limit:
-                return f"queue {queue.name} would go over its {name} limit"
+        for cap in state.ledger.caps(queue):
+            need = preemptor.request.get(cap.resource)
+            room = cap.room + freed.get(queue.name, Resources()).get(cap.resource)
+            if cap.reason == OVER_LIMIT and need and need > room:
+                return f"queue {queue.name} would go over its {cap.resource} limit"
     return None
 
 

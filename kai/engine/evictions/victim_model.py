@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
+from kai.engine.budget import OVER_LIMIT
 from kai.engine.capacity import NodeCapacity
 from kai.engine.evictions.budget import SearchBudget
 from kai.engine.evictions.cp_terms import Derivation, Value, all_of, any_of, distinct, scaled
@@ -37,8 +38,8 @@ from kai.engine.evictions.rules import check
 from kai.engine.evictions.scenario import Scenario
 from kai.engine.evictions.state import EvictionState
 from kai.engine.evictions.victim_order import PodCost, VictimOrder
-from kai.engine.model import UNLIMITED, Placement, Pod
-from kai.engine.resources import RESOURCE_NAMES, ResourceName, Resources
+from kai.engine.model import Placement, Pod
+from kai.engine.resources import ResourceName, Resources
 from kai.engine.solver.lexicographic import Stage, Tier
 
 _MIB = 2**20
@@ -363,16 +364,12 @@ class VictimModel:
         """The preemptor's queues stay within their limits once the victims have left."""
         state, request = self.state, self.preemptor.request
         for queue in state.ledger.ancestry(self.preemptor.queue):
-            held = state.ledger.allocated.get(queue.name, Resources())
-            for name in RESOURCE_NAMES:
-                limit = queue.resource(name).limit
-                if limit == UNLIMITED or not request.get(name):
+            for cap in state.ledger.caps(queue):
+                excess = request.get(cap.resource) - cap.room
+                if cap.reason != OVER_LIMIT or not request.get(cap.resource) or excess <= 0:
                     continue
-                excess = held.get(name) + request.get(name) - limit
-                if excess <= 0:
-                    continue
-                freed = self.freed_under(queue.name, name, up=False)
-                self.model.add(freed >= scaled(name, excess, up=True))
+                freed = self.freed_under(queue.name, cap.resource, up=False)
+                self.model.add(freed >= scaled(cap.resource, excess, up=True))
 
     def freed_under(self, queue: str, name: ResourceName, up: bool) -> cp_model.LinearExprT:
         """Scaled amount of a resource the evicted pods under a queue free."""
