@@ -87,6 +87,23 @@ def is_satisfied(member: Member, per_leaf: Mapping[str | None, int]) -> bool:
     return _satisfied_children(member, per_leaf) >= member.required
 
 
+def holds(group: PodGroup, pods: Sequence[Pod]) -> bool:
+    """Whether these pods are a whole gang: the tree satisfied, `minMember` counted over all
+    of them, and no leaf part-run (a leaf with pods holds at least its minimum).
+
+    The test for a gang that keeps running (after evictions) and for one that is not stale.
+    """
+    if len(pods) < group.min_member:
+        return False
+    root = tree(group)
+    per_leaf = counts(root, pods)
+    if not is_satisfied(root, per_leaf):
+        return False
+    return all(
+        per_leaf.get(leaf.name, 0) == 0 or is_satisfied(leaf, per_leaf) for leaf in root.leaves()
+    )
+
+
 def _satisfied_children(member: Member, per_leaf: Mapping[str | None, int]) -> int:
     return sum(1 for child in member.children if is_satisfied(child, per_leaf))
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from kai.engine.gangs import task_order_key
 from kai.engine.model import Pod, PodGroup, SubGroup
+from kai.engine.subgroups import holds
 
 
 @dataclass(frozen=True)
@@ -48,13 +49,11 @@ class RunningGang:
         return limits
 
     def allows(self, evicted: Collection[str]) -> bool:
-        """Whole gang, or pods above every minimum (gang and sub-groups) and nothing more."""
+        """Whole gang, or what leaves the rest a whole gang (`kai.engine.subgroups.holds`):
+        surplus pods, or with `minSubGroup` whole sub-groups beyond those it needs."""
         if len(evicted) == len(self.pods):
             return True
-        return all(
-            sum(1 for key in keys if key in evicted) <= max(0, most)
-            for keys, most in self.surplus_limits()
-        )
+        return holds(self.group, [pod for pod in self.pods if pod.key not in evicted])
 
     def chunks(self, evicted: Collection[str]) -> list[tuple[Pod, ...]]:
         """The eviction in KAI's chunks: each surplus pod alone, then the core as one."""

@@ -21,8 +21,8 @@ from kai.engine.evictions.decisions import (
     Eviction,
     EvictionDecision,
 )
-from kai.engine.evictions.gangs import subgroup_members
 from kai.engine.model import Pod, PodGroup, PodPhase
+from kai.engine.subgroups import holds
 
 
 @dataclass(frozen=True)
@@ -81,10 +81,4 @@ def _is_stale(group: PodGroup, pods: list[Pod], placed: Collection[str]) -> bool
     used = [pod for pod in pods if pod.phase.occupies_node or pod.key in placed]
     if not used:
         return False
-    if len(used) < group.min_member:
-        return True
-    return any(
-        sum(1 for pod in used if pod.subgroup in subgroup_members(group.subgroups, subgroup))
-        < subgroup.min_member
-        for subgroup in group.subgroups
-    )
+    return not holds(group, used)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from kai.engine.evictions.gangs import RunningGang
+from kai.engine.evictions.stale import _is_stale
 from kai.engine.model import PodGroup, SubGroup
-from kai.engine.subgroups import choose, is_satisfied, tree
+from kai.engine.subgroups import choose, holds, is_satisfied, tree
 from kai.engine.validator import ProposedBinding, validate
 from tests.unit.engine.builders import group, node, pod, queue, snapshot
 
@@ -89,3 +91,21 @@ def test_the_validator_accepts_one_child_of_min_sub_group_and_rejects_half_a_chi
     assert any("sub-group b" in problem for problem in validate(snap, half))
     none_whole = [ProposedBinding("ns/a-0", "n0", ()), ProposedBinding("ns/b-0", "n0", ())]
     assert validate(snap, none_whole) != []
+
+
+def test_a_gang_running_one_child_of_min_sub_group_one_is_whole_and_not_stale() -> None:
+    g = _replicas(1, SubGroup("a", 2), SubGroup("b", 2))
+    running = _pods("a", "a", 2, on="n0")
+    assert holds(g, running)
+    assert not _is_stale(g, [*running, *_pods("b", "b", 2)], set())
+    assert not holds(g, running[:1])  # half of child a
+    assert _is_stale(g, running[:1], set())
+
+
+def test_evicting_a_spare_child_keeps_the_gang_and_half_a_child_does_not() -> None:
+    g = _replicas(1, SubGroup("a", 2), SubGroup("b", 2))
+    pods = (*_pods("a", "a", 2, on="n0"), *_pods("b", "b", 2, on="n0"))
+    gang = RunningGang(g, pods)
+    assert gang.allows({"ns/b-0", "ns/b-1"})
+    assert not gang.allows({"ns/b-0"})
+    assert gang.allows({p.key for p in pods})
