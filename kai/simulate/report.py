@@ -117,6 +117,10 @@ def _round(number: int, result: CycleResult) -> dict[str, Any]:
             "solverStatus": result.report.status,
             "gpusAllocated": _gpus(result.report.gpus_engine),
             "gpusAllocatedByGreedy": _gpus(result.report.gpus_greedy),
+            # Answers the independent validator rejected (the cycle then falls back): 0 unless
+            # the engine has a bug, so scenario tests assert it.
+            "validatorViolations": result.report.validator_violations
+            + (result.eviction_report.validator_violations if result.eviction_report else 0),
             **_victim_search(result),
         },
     }

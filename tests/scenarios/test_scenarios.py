@@ -105,6 +105,9 @@ def rounds_to_run(expected: dict[str, Any]) -> int:
 
 def check_rounds(document: dict[str, Any], expected: dict[str, Any]) -> None:
     rounds = document["rounds"]
+    for number, round_doc in enumerate(rounds, start=1):
+        violations = round_doc["engine"]["validatorViolations"]
+        assert violations == 0, f"round {number}: the validator rejected {violations} answers"
     for number, wanted in expected.get("round", {}).items():
         check_round(rounds[int(number) - 1], wanted, int(number))
     if "stableAfterRounds" in expected:
