@@ -31,6 +31,7 @@ from kai.operator.owners import OwnerReader
 from kai.operator.pod_grouper import PodGrouper
 from kai.operator.server import HealthServer
 from kai.operator.snapshot import SnapshotBuilder
+from kai.operator.stamps import StampWriter
 from kai.operator.status import StatusWriter
 
 log = structlog.get_logger(__name__)
@@ -102,6 +103,7 @@ async def run_operator(
             binder=Binder(kube, sharing, backoff, events, config.bind_concurrency, is_leader),
             sharing=sharing,
             status=StatusWriter(kube, events, config.write_concurrency),
+            stamps=StampWriter(kube, config.write_concurrency),
             events=events,
             backoff=backoff,
             metrics=metrics,

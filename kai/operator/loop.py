@@ -38,6 +38,7 @@ from kai.operator.gpu_sharing import GpuSharing, reservation_pods
 from kai.operator.metrics import Metrics
 from kai.operator.pod_grouper import PodGrouper
 from kai.operator.snapshot import Assumed, Overlay, SnapshotBuilder
+from kai.operator.stamps import StampWriter
 from kai.operator.status import StatusWriter
 
 log = structlog.get_logger(__name__)
@@ -71,6 +72,7 @@ class SchedulingLoop:
         binder: Binder,
         sharing: GpuSharing,
         status: StatusWriter,
+        stamps: StampWriter,
         events: EventRecorder,
         backoff: BindBackoff,
         metrics: Metrics,
@@ -86,6 +88,7 @@ class SchedulingLoop:
         self._binder = binder
         self._sharing = sharing
         self._status = status
+        self._stamps = stamps
         self._events = events
         self._backoff = backoff
         self._metrics = metrics
@@ -156,6 +159,9 @@ class SchedulingLoop:
                     await grouping.finish(bound.keys())
             with _timed(timings, "evict"):
                 await self._evict(result, snapshot)
+            with _timed(timings, "stamps"):
+                started = {pod.group for pod in snapshot.pods if pod.key in bound}
+                await self._stamps.publish(view.pod_groups, result.stamps, started)
             after = _with_binds(snapshot, bound)
             with _timed(timings, "status"):
                 shares = queue_shares(after)

@@ -111,7 +111,7 @@ class StatusWriter:
                 },
             }
             if any(current.get(field, []) != value for field, value in wanted.items()):
-                writes.append((f"PodGroup {key}", self._patcher(_group_path(group), wanted)))
+                writes.append((f"PodGroup {key}", self._patcher(pod_group_path(group), wanted)))
             if conditions and conditions != current.get("schedulingConditions", []):
                 self._announce(group, decision, pending_pods.get(key, []))
         self.writes += len(writes)
@@ -186,7 +186,7 @@ def _queue_path(name: str) -> str:
     return f"/apis/scheduling.run.ai/v2/queues/{name}"
 
 
-def _group_path(group: Mapping[str, Any]) -> str:
+def pod_group_path(group: Mapping[str, Any]) -> str:
     metadata = group.get("metadata") or {}
     return (
         f"/apis/scheduling.run.ai/v2alpha2/namespaces/{metadata.get('namespace')}"
