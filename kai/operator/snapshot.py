@@ -102,10 +102,13 @@ class SnapshotBuilder:
         queues, broken_queues = self._parse_queues(view)
         groups = self._parse_groups(view, overlay, priority_classes, broken_queues, set_aside)
         pods = self._parse_pods(view, overlay, groups, set_aside)
-        for key, reason in overlay.held.items():
-            if key in groups:
-                del groups[key]
-                set_aside[key] = reason
+        # A group in bind backoff waits: its pending pods leave the snapshot, but the group
+        # and its running pods stay, so they count toward its queue (limits, fair share,
+        # status) and the validator sees them.
+        held = {key for key in overlay.held if key in groups}
+        for key in held:
+            set_aside[key] = overlay.held[key]
+        pods = [pod for pod in pods if pod.group not in held or pod.phase is not PodPhase.PENDING]
         for memo in (self._nodes, self._queues, self._groups, self._pods):
             memo.end_cycle()
         return Snapshot(

@@ -12,7 +12,7 @@ from types import MappingProxyType
 from typing import Any
 
 from kai.engine.cycle import run_cycle
-from kai.engine.model import EngineConfig, PodPhase
+from kai.engine.model import EngineConfig, PodPhase, SetAside
 from kai.grouping import PodGroupPlan
 from kai.operator.cache import ClusterView
 from kai.operator.informer import Store
@@ -155,3 +155,35 @@ def test_update_keeps_what_users_may_have_changed() -> None:
     assert patch["metadata"]["labels"]["kai.scheduler/queue"] == "moved"
     current = {"metadata": existing["metadata"], "spec": {**existing["spec"], "minMember": 4}}
     assert update_patch(current, plan) is None  # nothing to write
+
+
+def test_a_group_in_bind_backoff_still_counts_its_running_pods_toward_its_queue() -> None:
+    # Queue limit 4 GPUs; gang g1 runs 4 GPUs and is in bind backoff (one of its pods failed
+    # to bind); gang g2 asks for 4 more. Dropping g1 from the snapshot dropped its running
+    # pods from the queue's accounting, and g2 was bound: 8 GPUs under a limit of 4.
+    queue = _queue("q")
+    queue["spec"]["resources"]["gpu"] = {"quota": 0, "limit": 4, "overQuotaWeight": 1}
+    running = [_pod(f"r{i}", "g1") for i in range(4)]
+    for pod in running:
+        pod["spec"]["nodeName"] = "n1"
+        pod["status"]["phase"] = "Running"
+    view = _view(
+        nodes={"n1": _node("n1", 8)},
+        queues={"q": queue},
+        pod_groups={"team/g1": _group("g1", 4), "team/g2": _group("g2", 4)},
+        pods={
+            **{f"team/r{i}": pod for i, pod in enumerate(running)},
+            "team/extra": _pod("extra", "g1"),
+            **{f"team/n{i}": _pod(f"n{i}", "g2") for i in range(4)},
+        },
+    )
+    held = SetAside("team/g1", "q", "BindFailed", "binding keeps failing; retrying later")
+    snapshot = SnapshotBuilder("kai-resource-reservation").build(
+        view, Overlay(held={"team/g1": held}), NOW
+    )
+    result = run_cycle(snapshot, EngineConfig(time_limit_seconds=0))
+    assert result.bindings == ()
+    assert "team/extra" not in {p.key for p in snapshot.pods}  # the held group places nothing
+    assert result.groups["team/g2"].reason == "OverLimit"
+    assert result.groups["team/g1"].reason == "BindFailed"
+    assert result.queues["q"].allocated.gpu == 4
