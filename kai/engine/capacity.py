@@ -20,9 +20,14 @@ from kai.engine.resources import Resources
 _GROUP_NAMESPACE = uuid.UUID("6f1c8f3e-4f7e-4d1b-9a57-1f2d7c0e5a10")
 
 
-def new_group_id(node: str, index: int) -> str:
-    """A deterministic id for the index-th device a node opens for sharing (a valid label value)."""
-    return str(uuid.uuid5(_GROUP_NAMESPACE, f"{node}:{index}"))
+def new_group_id(node: str, index: int, cycle: str = "") -> str:
+    """A fresh id for the index-th device a node opens for sharing in a cycle (a valid label value).
+
+    Deterministic for a snapshot, and new in every cycle (`cycle` is the snapshot's time), as
+    KAI makes a fresh id per group: an id a previous cycle used may still name a reservation
+    pod that is going away, and a new fraction must not be put on a device nothing will hold.
+    """
+    return str(uuid.uuid5(_GROUP_NAMESPACE, f"{node}:{cycle}:{index}"))
 
 
 @dataclass
@@ -36,6 +41,7 @@ class NodeCapacity:
     whole_gpus: int
     shared: dict[str, int] = field(default_factory=dict)  # group id -> MiB used on that device
     opened: int = 0  # devices this cycle opened for sharing, to name new groups
+    cycle: str = ""  # the cycle's own part of new group ids
 
     @property
     def name(self) -> str:
@@ -50,6 +56,7 @@ class NodeCapacity:
             self.whole_gpus,
             dict(self.shared),
             self.opened,
+            self.cycle,
         )
 
     def fits_base(self, pod: Pod) -> bool:
@@ -111,13 +118,15 @@ class NodeCapacity:
 
     def _open_group(self) -> str:
         while True:
-            group = new_group_id(self.name, self.opened)
+            group = new_group_id(self.name, self.opened, self.cycle)
             self.opened += 1
             if group not in self.shared:
                 return group
 
 
-def initial_capacity(nodes: Iterable[Node], pods: Iterable[Pod]) -> dict[str, NodeCapacity]:
+def initial_capacity(
+    nodes: Iterable[Node], pods: Iterable[Pod], cycle: str = ""
+) -> dict[str, NodeCapacity]:
     """Free capacity per node after every pod that occupies a node (any scheduler's) is subtracted.
 
     A running fractional pod whose device is not named (no `runai-gpu-group` label)
@@ -130,6 +139,7 @@ def initial_capacity(nodes: Iterable[Node], pods: Iterable[Pod]) -> dict[str, No
             math.floor(node.allocatable.memory),
             node.max_pods,
             node.gpus,
+            cycle=cycle,
         )
         for node in nodes
     }

@@ -92,7 +92,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
     nodes = {node.name: node for node in snapshot.nodes}
     groups = {group.key: group for group in snapshot.pod_groups}
     memory_mib = accounting_device_memory(snapshot)
-    capacity = initial_capacity(snapshot.nodes, snapshot.pods)
+    capacity = initial_capacity(snapshot.nodes, snapshot.pods, snapshot.now.isoformat())
     shares = queue_shares(snapshot)
     budget = QueueBudget(
         queues,

@@ -280,7 +280,16 @@ def reservation_pods(
 def _reservation_of(
     reservations: Mapping[str, Mapping[str, Any]], group: str
 ) -> Mapping[str, Any] | None:
-    return next((pod for pod in reservations.values() if _group_label(pod) == group), None)
+    """The reservation pod holding a device; one being deleted holds nothing any more."""
+    return next(
+        (
+            pod
+            for pod in reservations.values()
+            if _group_label(pod) == group
+            and (pod.get("metadata") or {}).get("deletionTimestamp") is None
+        ),
+        None,
+    )
 
 
 def _uuid_of(reservations: Mapping[str, Mapping[str, Any]], group: str) -> str | None:

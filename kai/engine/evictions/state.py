@@ -99,7 +99,7 @@ class EvictionState:
     def _build_room(self) -> tuple[dict[str, NodeCapacity], dict[tuple[str, str], set[str]]]:
         snapshot, placements = self.inputs.snapshot, self.inputs.placements.values()
         staying = [pod for pod in snapshot.pods if pod.phase is PodPhase.BOUND]
-        future = initial_capacity(snapshot.nodes, staying)
+        future = initial_capacity(snapshot.nodes, staying, snapshot.now.isoformat())
         for placement in placements:
             if placement.node in future:
                 future[placement.node].take(placement.pod, placement.gpu_groups)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 
 from kai.engine.capacity import initial_capacity, new_group_id
-from tests.unit.engine.builders import GI, node, pod
+from kai.engine.cycle import run_cycle
+from kai.engine.model import EngineConfig
+from tests.unit.engine.builders import GI, group, node, pod, queue, snapshot
 
 
 def test_running_pods_of_any_scheduler_take_capacity() -> None:
@@ -58,3 +62,20 @@ def test_fractions_fill_the_fullest_device_that_fits_before_opening_one() -> Non
     taken = cap.take(big)
     assert taken == (new_group_id("n1", 0),) and cap.whole_gpus == 0
     assert not cap.fits(pod("more", "g", memory_mib=35_000))
+
+
+def test_a_device_opened_for_sharing_gets_a_new_id_every_cycle() -> None:
+    """An id an earlier cycle used may still name a reservation pod that is being deleted."""
+    def device_for(now: datetime) -> tuple[str, ...]:
+        snap = snapshot(
+            [node("n1", gpus=1, gpu_memory_mib=40_000)],
+            [pod("half", "g", portion=Fraction(1, 2))],
+            [group("g", "q")],
+            [queue("q")],
+        )
+        (binding,) = run_cycle(replace(snap, now=now), EngineConfig(time_limit_seconds=0)).bindings
+        return binding.gpu_groups
+
+    first = datetime(2026, 6, 1, tzinfo=UTC)
+    assert device_for(first) == device_for(first)  # the same snapshot, the same decision
+    assert device_for(first) != device_for(first + timedelta(seconds=1))

@@ -1,0 +1,21 @@
+"""Which reservation pod holds a shared device: one being deleted holds nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kai.operator.gpu_sharing import GPU_GROUP_LABEL, _reservation_of
+
+
+def _reservation(name: str, group: str, deleting: bool) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "labels": {GPU_GROUP_LABEL: group}}
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-06-01T00:00:00Z"
+    return {"metadata": metadata}
+
+
+def test_a_terminating_reservation_pod_does_not_hold_its_device() -> None:
+    going = _reservation("old", "dev-1", deleting=True)
+    assert _reservation_of({"ns/old": going}, "dev-1") is None
+    staying = _reservation("new", "dev-1", deleting=False)
+    assert _reservation_of({"ns/old": going, "ns/new": staying}, "dev-1") is staying
