@@ -93,6 +93,7 @@ class AllocationModel:
         self.offer_vars: list[tuple[cp_model.IntVar, str, int]] = []  # elastic attempts
         self._device_order: list[tuple[int, cp_model.IntVar, int]] = []
         self.kai_kept: list[tuple[cp_model.IntVar, cp_model.IntVar, int]] = []
+        self._elastic_by_gang: dict[str, list[cp_model.IntVar]] = {}
         self._gang_terms: dict[str, list[tuple[cp_model.IntVar, Resources, int]]] = defaultdict(
             list
         )
@@ -377,7 +378,7 @@ class AllocationModel:
         least n of the gang's elastic pods placed."""
         if elastic == 0:
             return self.admit.get(gang)
-        placed = [var for (key, _), var in self.elastic.items() if key == gang]
+        placed = self._elastic_by_gang.get(gang)
         if not placed:
             return None
         var = self.model.new_bool_var(f"offer[{gang},{elastic}]")
@@ -402,6 +403,8 @@ class AllocationModel:
         elastic tier after it covers elastic pods the greedy pass never offered.
         """
         data = self.data
+        for (key, _), count in self.elastic.items():
+            self._elastic_by_gang.setdefault(key, []).append(count)
         ranked: list[tuple[cp_model.IntVar, bool]] = []
         for (gang, elastic), accepted in zip(data.offers, data.accepted, strict=True):
             var = self._offer_var(gang, elastic)
