@@ -72,6 +72,13 @@ async def test_job_gang_binds_together_once_it_fits(
             await wait_for("the whole gang to be bound", all_bound)
             bound = await bound_pods(api, namespace)
             assert sorted(bound.values()) == sorted(node_names)  # 2 GPUs each: one pod per node
+
+            # The watch can show the binds before the cycle that made them has finished (its
+            # status and timestamp writes come after the binds) and recorded its summary.
+            async def binding_cycle_recorded() -> bool:
+                return any(c.bound for c in operator.loop.recent)
+
+            await wait_for("the binding cycle's summary", binding_cycle_recorded)
             binding_cycles = [c for c in operator.loop.recent if c.bound]
             assert len(binding_cycles) == 1
             assert len(binding_cycles[0].bound) == 4
