@@ -91,7 +91,11 @@ async def test_start_and_stale_timestamps_are_written_and_a_stale_gang_is_evicte
                 return kept not in pods or pods[kept].metadata.deletion_timestamp is not None
 
             await wait_for("the pod left of the stale gang evicted", kept_evicted)
-            events = await events_for(api, namespace, kept)
-            assert any(e.reason == "Evicted" for e in events), [e.message for e in events]
+
+            async def told_why() -> bool:  # events are sent at the end of the cycle
+                events = await events_for(api, namespace, kept)
+                return any(e.reason == "Evicted" and "stale" in e.message for e in events)
+
+            await wait_for("an Evicted event naming the stale gang", told_why)
     finally:
         await delete_queue(api, queue)
