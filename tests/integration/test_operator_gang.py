@@ -92,8 +92,12 @@ async def test_job_gang_binds_together_once_it_fits(
                 ) == "8" and conditions == []
 
             await wait_for("queue and group status to show the gang running", status_current)
-            scheduled = await events_for(api, namespace, pods[0].metadata.name)
-            assert any(e.reason == "Scheduled" for e in scheduled)
+
+            async def scheduled_event() -> bool:  # events go out after the status writes
+                scheduled = await events_for(api, namespace, pods[0].metadata.name)
+                return any(e.reason == "Scheduled" for e in scheduled)
+
+            await wait_for("a Scheduled event on the pod", scheduled_event)
     finally:
         await delete_queue(api, queue)
 
