@@ -37,7 +37,7 @@ from typing import Any
 
 import yaml
 
-from kai.operator.kube import ApiError, Kube, connect
+from kai.kube.client import ApiError, Kube, connect
 from kai.testing.binaries import default_repo_root, locate_binaries
 from kai.testing.controlplane import ClusterAccess, ControlPlane
 from kai.testing.fakes import GpuNode, create_gpu_node

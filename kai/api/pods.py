@@ -128,7 +128,7 @@ def _task_priority(ref: ObjectRef, labels: Mapping[str, str], errors: list[Manif
 
 
 def annotated_pod_group_key(manifest: Mapping[str, Any]) -> str | None:
-    """"namespace/name" of the PodGroup the pod's `pod-group-name` annotation names, if any.
+    """ "namespace/name" of the PodGroup the pod's `pod-group-name` annotation names, if any.
 
     Read leniently, before validation, because the key is needed to parse the pod; a
     malformed pod is reported by `parse_pod` itself.

@@ -20,11 +20,11 @@ from typing import Any, TextIO
 import yaml
 
 from kai.api.errors import ManifestError
+from kai.cli.describe import NoDefinitionError, describe_workload
 from kai.grouping import GroupingError
 from kai.workloads.catalog import load_catalog
 from kai.workloads.cluster import cluster_definitions, read_object
 from kai.workloads.definition import WorkloadDefinition
-from kai.workloads.describe import NoDefinitionError, describe_workload
 from kai.workloads.jqeval import JqError, JqEvaluator
 from kai.workloads.loader import definition_problems
 from kai.workloads.registry import DefinitionRegistry

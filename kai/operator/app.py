@@ -17,17 +17,17 @@ from dataclasses import dataclass
 import structlog
 
 from kai.engine.model import EngineConfig
+from kai.kube.client import Kube, connect
+from kai.kube.lease import LeaderElector
+from kai.kube.owners import OwnerReader
 from kai.operator.backoff import BindBackoff
 from kai.operator.binder import Binder
 from kai.operator.cache import ClusterCache
 from kai.operator.config import OperatorConfig
 from kai.operator.events import EventRecorder
 from kai.operator.gpu_sharing import GpuSharing
-from kai.operator.kube import Kube, connect
-from kai.operator.leader import LeaderElector
 from kai.operator.loop import SchedulingLoop
 from kai.operator.metrics import Metrics
-from kai.operator.owners import OwnerReader
 from kai.operator.pod_grouper import PodGrouper
 from kai.operator.server import HealthServer
 from kai.operator.snapshot import SnapshotBuilder

@@ -33,6 +33,7 @@ import structlog
 from kai.engine.cycle import Binding
 from kai.engine.evictions.decisions import Eviction
 from kai.engine.model import Pod, PodGroup
+from kai.kube.client import ApiError, Kube
 from kai.operator.backoff import BindBackoff
 from kai.operator.events import (
     EVICTED,
@@ -42,7 +43,6 @@ from kai.operator.events import (
     InvolvedObject,
 )
 from kai.operator.gpu_sharing import GpuSharing
-from kai.operator.kube import ApiError, Kube
 from kai.operator.snapshot import Assumed
 
 log = structlog.get_logger(__name__)

@@ -15,8 +15,8 @@ from typing import Any
 
 import structlog
 
-from kai.operator.kube import Kube
-from kai.operator.writes import run_bounded
+from kai.kube.client import Kube
+from kai.kube.writes import run_bounded
 
 log = structlog.get_logger(__name__)
 

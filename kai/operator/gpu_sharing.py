@@ -31,8 +31,8 @@ import structlog
 
 from kai.api.constants import GPU_GROUP_LABEL, MULTI_GPU_GROUP_LABEL_PREFIX, NVIDIA_GPU_RESOURCE
 from kai.engine.model import Pod
-from kai.operator.kube import ApiError, Kube
-from kai.operator.writes import run_bounded
+from kai.kube.client import ApiError, Kube
+from kai.kube.writes import run_bounded
 
 log = structlog.get_logger(__name__)
 

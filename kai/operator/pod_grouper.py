@@ -35,10 +35,10 @@ from kai.api.constants import POD_GROUP_ANNOTATION, QUEUE_LABEL, SCHEDULER_NAME
 from kai.api.errors import ManifestError
 from kai.grouping import GroupingError, PodGroupPlan, plan_pod_group
 from kai.grouping.plan import NODE_POOL_LABEL
+from kai.kube.client import ApiError, Kube
+from kai.kube.owners import OwnerChainError, OwnerReader
 from kai.operator.cache import ClusterView
 from kai.operator.events import GROUPING_FAILED, WARNING, EventRecorder, InvolvedObject
-from kai.operator.kube import ApiError, Kube
-from kai.operator.owners import OwnerReader
 from kai.workloads.catalog import load_catalog
 from kai.workloads.jqeval import JqEvaluator
 from kai.workloads.loader import InvalidDefinitionError, load_definition
@@ -189,7 +189,7 @@ class PodGrouper:
         try:
             chain = await self._owners.chain(pod)
             return plan_pod_group(pod, chain, registry, priority_classes)
-        except (GroupingError, ManifestError) as error:
+        except (GroupingError, OwnerChainError, ManifestError) as error:
             self._report(pod, str(error))
         except ApiError as error:
             log.warning("owner chain not read; retrying next cycle", error=str(error))

@@ -19,9 +19,9 @@ import structlog
 
 from kai.api.podgroups import LAST_START_ANNOTATION, stamp_annotations
 from kai.engine.evictions.decisions import GroupStamps
-from kai.operator.kube import Kube
+from kai.kube.client import Kube
+from kai.kube.writes import run_bounded
 from kai.operator.status import pod_group_path
-from kai.operator.writes import run_bounded
 
 log = structlog.get_logger(__name__)
 

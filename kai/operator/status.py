@@ -30,10 +30,10 @@ from kai.engine.fairshare import QueueShare
 from kai.engine.gangs import pod_resources
 from kai.engine.model import UNLIMITED, PodPhase, Snapshot
 from kai.engine.resources import Resources
+from kai.kube.client import Kube
+from kai.kube.writes import run_bounded
 from kai.operator.cache import ClusterView
 from kai.operator.events import UNSCHEDULABLE, WARNING, EventRecorder, InvolvedObject
-from kai.operator.kube import Kube
-from kai.operator.writes import run_bounded
 
 log = structlog.get_logger(__name__)
 

@@ -31,7 +31,7 @@ from kai_operator_support import (
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from kai.operator.kube import ApiError, Kube
+from kai.kube.client import ApiError, Kube
 from kai.testing.controlplane import ClusterAccess
 from kai.testing.fakes import GpuNode, NodeFactory
 from kai.testing.kubeconfig import service_account_kubeconfig

@@ -66,6 +66,7 @@ def test_fractions_fill_the_fullest_device_that_fits_before_opening_one() -> Non
 
 def test_a_device_opened_for_sharing_gets_a_new_id_every_cycle() -> None:
     """An id an earlier cycle used may still name a reservation pod that is being deleted."""
+
     def device_for(now: datetime) -> tuple[str, ...]:
         snap = snapshot(
             [node("n1", gpus=1, gpu_memory_mib=40_000)],

@@ -14,8 +14,8 @@ from typing import Any
 from kai.engine.cycle import run_cycle
 from kai.engine.model import EngineConfig, PodPhase, SetAside
 from kai.grouping import PodGroupPlan
+from kai.kube.informer import Store
 from kai.operator.cache import ClusterView
-from kai.operator.informer import Store
 from kai.operator.pod_grouper import update_patch
 from kai.operator.snapshot import INVALID_POD_GROUP, Assumed, Overlay, SnapshotBuilder
 

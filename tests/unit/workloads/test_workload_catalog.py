@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
+from kai.cli.describe import describe_workload
 from kai.workloads.catalog import catalog_registry, load_catalog
-from kai.workloads.describe import describe_workload
 from kai.workloads.jqeval import JqEvaluator
 from kai.workloads.loader import load_definition
 from kai.workloads.registry import DefinitionRegistry

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import structlog
 
-from kai.operator.kube import ApiError
+from kai.kube.client import ApiError
 
 log = structlog.get_logger(__name__)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from kai.operator.kube import ApiError, Kube
+from kai.kube.client import ApiError, Kube
 
 log = structlog.get_logger(__name__)
 

@@ -14,11 +14,14 @@ from typing import Any
 
 import structlog
 
-from kai.grouping import GroupingError
-from kai.operator.kube import ApiError, Kube
-from kai.workloads.objects import metadata, name_of
+from kai.kube.client import ApiError, Kube
 
 log = structlog.get_logger(__name__)
+
+
+class OwnerChainError(ValueError):
+    """An owner chain that cannot be followed: more than one controller owner at a step."""
+
 
 _STOPS_THE_CHAIN = (403, 404)
 
@@ -39,13 +42,13 @@ class OwnerReader:
         """The pod's owners, direct owner first, top owner last."""
         chain: list[Mapping[str, Any]] = []
         current: Mapping[str, Any] = pod
-        namespace = str(metadata(pod).get("namespace") or "default")
-        seen = {str(metadata(pod).get("uid") or "")}
+        namespace = str(_metadata(pod).get("namespace") or "default")
+        seen = {str(_metadata(pod).get("uid") or "")}
         while True:
             references = _controller_references(current)
             if len(references) > 1:
-                raise GroupingError(
-                    f"{current.get('kind') or 'Pod'} {name_of(current)} has "
+                raise OwnerChainError(
+                    f"{current.get('kind') or 'Pod'} {_metadata(current).get('name') or '?'} has "
                     f"{len(references)} owners; one is allowed"
                 )
             if not references:
@@ -55,7 +58,7 @@ class OwnerReader:
             if uid in seen:
                 return chain
             owner = await self._read(reference, namespace)
-            if owner is None or str(metadata(owner).get("uid") or "") != uid:
+            if owner is None or str(_metadata(owner).get("uid") or "") != uid:
                 return chain
             seen.add(uid)
             chain.append(owner)
@@ -107,7 +110,12 @@ class OwnerReader:
 
 def _controller_references(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     references = [
-        ref for ref in metadata(obj).get("ownerReferences") or [] if isinstance(ref, Mapping)
+        ref for ref in _metadata(obj).get("ownerReferences") or [] if isinstance(ref, Mapping)
     ]
     controllers = [ref for ref in references if ref.get("controller")]
     return controllers or references
+
+
+def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    found = obj.get("metadata")
+    return found if isinstance(found, Mapping) else {}
