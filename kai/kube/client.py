@@ -35,18 +35,40 @@ _READ_BUFFER = 2**21
 
 
 class ApiError(Exception):
-    """The API server refused a request; `status` is the HTTP code (0: no answer)."""
+    """The API server refused a request; `status` is the HTTP code (0: no answer).
 
-    def __init__(self, method: str, path: str, status: int, reason: str, message: str) -> None:
+    `sent` is False when the request never reached the server (the connection could
+    not be made), so a write that failed that way certainly did not happen.
+    `retry_after` is the server's Retry-After, in seconds, when it gave one.
+    """
+
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        status: int,
+        reason: str,
+        message: str,
+        *,
+        sent: bool = True,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(f"{method} {path}: {status} {reason}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
+        self.sent = sent
+        self.retry_after = retry_after
 
     @property
     def is_transient(self) -> bool:
         """Worth retrying later unchanged: throttling, server errors, no answer."""
         return self.status in (0, 429) or self.status >= 500
+
+    @property
+    def outcome_unknown(self) -> bool:
+        """A write that may have been carried out: it was sent, and no answer or a 5xx came back."""
+        return self.sent and (self.status == 0 or self.status >= 500)
 
 
 class Kube:
@@ -119,6 +141,8 @@ class Kube:
             async with response:
                 payload = await response.read()
                 status = response.status
+        except aiohttp.ClientConnectorError as error:
+            raise ApiError(method, path, 0, type(error).__name__, str(error), sent=False) from error
         except (aiohttp.ClientError, TimeoutError) as error:
             raise ApiError(method, path, 0, type(error).__name__, str(error)) from error
         if not 200 <= status <= 299:
@@ -129,6 +153,7 @@ class Kube:
                 status,
                 str(document.get("reason") or "Error"),
                 str(document.get("message") or payload[:200].decode(errors="replace")),
+                retry_after=_seconds(response.headers.get("Retry-After")),
             )
         return payload
 
@@ -213,6 +238,14 @@ def _environment_proxy(host: str) -> str | None:
     if urllib.request.proxy_bypass(parts.hostname or ""):
         return None
     return urllib.request.getproxies().get(parts.scheme or "https")
+
+
+def _seconds(retry_after: str | None) -> float | None:
+    """Retry-After in seconds; the API server sends whole seconds (an HTTP date is not used)."""
+    try:
+        return max(0.0, float(retry_after)) if retry_after else None
+    except ValueError:
+        return None
 
 
 def _decode(payload: bytes) -> dict[str, Any]:
