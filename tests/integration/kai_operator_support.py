@@ -86,7 +86,9 @@ async def create_queue(
     gpu_quota: float = 0,
     gpu_limit: float = -1,
     parent: str | None = None,
+    **spec_fields: str,
 ) -> None:
+    """A queue with this GPU quota and limit; `spec_fields` are further spec fields (camelCase)."""
     unlimited = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
     spec: dict[str, Any] = {
         "resources": {
@@ -97,6 +99,7 @@ async def create_queue(
     }
     if parent:
         spec["parentQueue"] = parent
+    spec.update(spec_fields)
     await client.CustomObjectsApi(api).create_cluster_custom_object(
         *QUEUES,
         {
