@@ -74,7 +74,8 @@ async def test_min_runtime_holds_off_reclaim_until_it_has_passed(
             await core.create_namespaced_pod(namespace, gpu_pod("claim", owner, gpus=4))
 
             async def owner_told_to_wait() -> bool:
-                return bool(_unschedulable_message(await _group_of(api, namespace, owner)))
+                message = _unschedulable_message(await _group_of(api, namespace, owner))
+                return "min-runtime protects" in message
 
             await wait_for("the owner's PodGroup saying why it waits", owner_told_to_wait)
             bound = await bound_pods(api, namespace)

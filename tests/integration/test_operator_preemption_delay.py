@@ -46,9 +46,9 @@ async def _group(api: client.ApiClient, namespace: str, name: str) -> dict[str, 
     return {}
 
 
-def _reasons(group: dict[str, Any]) -> list[str]:
+def _messages(group: dict[str, Any]) -> list[str]:
     conditions = (group.get("status") or {}).get("schedulingConditions") or []
-    return [str(r.get("reason")) for c in conditions for r in c.get("reasons") or []]
+    return [str(r.get("message")) for c in conditions for r in c.get("reasons") or []]
 
 
 def _pod(name: str, queue: str, priority_class: str, group: str | None = None) -> client.V1Pod:
@@ -121,8 +121,8 @@ async def test_a_job_evicted_moments_ago_waits_out_its_preemption_delay(
             await core.create_namespaced_pod(namespace, _pod("j-1", q, high, job))
 
             async def job_told_to_wait() -> bool:
-                reasons = _reasons(await _group(api, namespace, job))
-                return bool(reasons) and "Pipelined" not in reasons
+                messages = _messages(await _group(api, namespace, job))
+                return any("counts from its last eviction" in m for m in messages)
 
             await wait_for("j's PodGroup saying why it waits", job_told_to_wait)
             pods = {p.metadata.name: p for p in await pods_in(api, namespace)}
