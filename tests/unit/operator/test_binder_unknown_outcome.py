@@ -14,7 +14,9 @@ import contextlib
 import json
 import socket
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
@@ -25,14 +27,21 @@ from kubernetes_asyncio.client import ApiClient, Configuration
 
 from kai.api.constants import GPU_GROUP_LABEL
 from kai.api.pods import parse_pod
-from kai.engine.cycle import Binding
-from kai.engine.model import PodGroup
+from kai.engine.cycle import Binding, CycleResult, SolverReport
+from kai.engine.model import EngineConfig, PodGroup, Snapshot
 from kai.kube.client import Kube
+from kai.kube.owners import OwnerReader
 from kai.operator.backoff import BindBackoff
 from kai.operator.binder import UNKNOWN_ANSWERS_LIMIT, Binder, BindReport, Held, SentBind
+from kai.operator.cache import ClusterCache, ClusterView
 from kai.operator.events import EventRecorder
 from kai.operator.gpu_sharing import GpuSharing
-from kai.operator.snapshot import Assumed
+from kai.operator.loop import SchedulingLoop
+from kai.operator.metrics import Metrics
+from kai.operator.pod_grouper import PodGrouper
+from kai.operator.snapshot import Assumed, SnapshotBuilder
+from kai.operator.stamps import StampWriter
+from kai.operator.status import StatusWriter
 
 NAMESPACE = "team"
 POD = "worker"
@@ -109,6 +118,7 @@ class Harness:
     server: FakeApiServer
     binder: Binder
     backoff: BindBackoff
+    kube: Kube
 
 
 @pytest_asyncio.fixture(loop_scope="function")
@@ -129,7 +139,7 @@ async def harness() -> AsyncIterator[Harness]:
         backoff = BindBackoff()
         binder = _binder(kube, backoff)
         try:
-            yield Harness(server, binder, backoff)
+            yield Harness(server, binder, backoff, kube)
         finally:
             await runner.cleanup()
 
@@ -142,7 +152,7 @@ async def unreachable() -> AsyncIterator[Harness]:
         port = closed.getsockname()[1]
     async with _kube(f"http://127.0.0.1:{port}") as kube:
         backoff = BindBackoff()
-        yield Harness(FakeApiServer(pod=_pod_manifest()), _binder(kube, backoff), backoff)
+        yield Harness(FakeApiServer(pod=_pod_manifest()), _binder(kube, backoff), backoff, kube)
 
 
 @contextlib.asynccontextmanager
@@ -234,3 +244,64 @@ async def test_a_bind_that_never_reached_the_server_fails_at_once(unreachable: H
     assert report.held == {}
     assert list(report.failed) == [f"{NAMESPACE}/{POD}"]
     assert GROUP.key in unreachable.backoff.held(now=0.0)
+
+
+async def test_the_loop_holds_a_bind_of_unknown_outcome_until_it_is_settled(
+    harness: Harness,
+) -> None:
+    """The scheduling loop's side: held by uid across cycles, sent again, forgotten when the
+    pod is replaced; never by the clock."""
+    loop = _loop(harness)
+    pod = parse_pod(harness.server.pod, GROUP.key)
+    snapshot = Snapshot((), (pod,), (GROUP,), (), datetime.now(UTC))
+    view = _view(harness.server.pod)
+
+    harness.server.fault = "500"
+    bound = await loop._bind(
+        _result(Binding(pod.key, NODE, Fraction(1), ())), snapshot, view, _no_grouping
+    )
+    assert bound == {}
+    loop._prune_assumed(view)  # the cache still shows the pod unbound: it stays held
+    assert [held.placement for held in loop._assumed.values()] == [Assumed(NODE, ())]
+
+    harness.server.fault = "none"
+    bound = await loop._bind(_result(), snapshot, view, _no_grouping)  # the engine proposes nothing
+    assert bound == {pod.key: Assumed(NODE, ())}  # the held bind was sent again, and took
+    assert harness.server.binding_posts == 2
+
+    replaced = _pod_manifest()
+    replaced["metadata"]["uid"] = "uid-newer-worker"
+    loop._prune_assumed(_view(replaced))
+    assert loop._assumed == {}
+
+
+def _loop(harness: Harness) -> SchedulingLoop:
+    kube = harness.kube
+    events = EventRecorder(kube, "test")
+    sharing = GpuSharing(kube, "kai-resource-reservation", "none", None, 4)
+    return SchedulingLoop(
+        cache=ClusterCache(kube),
+        builder=SnapshotBuilder("kai-resource-reservation"),
+        grouper=PodGrouper(kube, OwnerReader(kube), events, "kai-resource-reservation", 4),
+        binder=harness.binder,
+        sharing=sharing,
+        status=StatusWriter(kube, events, 4),
+        stamps=StampWriter(kube, 4),
+        events=events,
+        backoff=harness.backoff,
+        metrics=Metrics(),
+        engine=EngineConfig(),
+        executor=ThreadPoolExecutor(max_workers=1),
+        period_seconds=1.0,
+        debounce_seconds=0.0,
+        is_leader=lambda: True,
+    )
+
+
+def _result(*bindings: Binding) -> CycleResult:
+    report = SolverReport("greedy", "test", Fraction(0), Fraction(0), Fraction(0), 0)
+    return CycleResult(bindings, {}, {}, report)
+
+
+def _view(pod: dict[str, Any]) -> ClusterView:
+    return ClusterView({}, {f"{NAMESPACE}/{POD}": pod}, {}, {}, {}, {}, 0)
