@@ -309,27 +309,51 @@ async def test_a_gang_is_not_bound_below_its_minimum_when_a_label_patch_fails(
     kit: Kit, min_member: int, bound: set[str]
 ) -> None:
     """The real grouping writes and binder; an admission policy refuses worker-1's label."""
-    names = [f"worker-{index}" for index in range(3)]
-    manifests = {name: await kit.make_pod(name) for name in names}
-    plan = _plan(kit.namespace, "gang", min_member)
     async with _refusing_subgroup_label(kit, "worker-1"):
-        view = _view(kit, manifests)
-        plans = {f"{kit.namespace}/{name}": plan for name in names}
-        async with GroupWrites(kit.kube, view, plans, 4, lambda *_: None) as grouping:
-            grouping.decided(list(plans))
-            group = parse_pod_group(plan.manifest, {})
-            pods = {
-                key: parse_pod(grouped_manifest(view.pods[key], plan), group.key) for key in plans
-            }
-            bindings = [Binding(key, kit.nodes[0], Fraction(0), ()) for key in plans]
-            report = await kit.binder().bind(
-                bindings, pods, {group.key: group}, view.pods, {}, grouping.annotations
-            )
-            await grouping.finish(report.bound.keys())
-    assert {name for name in names if await kit.node_of(name)} == bound
+        report = await _group_and_bind_gang(kit, min_member)
+    assert {name for name in GANG if await kit.node_of(name)} == bound
     assert set(report.bound) == {f"{kit.namespace}/{name}" for name in bound}
     if not bound:
-        assert report.held_back == {group.key: list(plans)}
+        assert report.held_back == {f"{kit.namespace}/gang": [f"{kit.namespace}/{n}" for n in GANG]}
+
+
+async def test_a_grouping_write_that_raises_holds_back_only_its_gang(kit: Kit) -> None:
+    """An unexpected exception in worker-1's label patch stays with worker-1's gang."""
+    kit.kube.fails = lambda method, path: method == "PATCH" and path == kit.pod_path("worker-1")
+    loner = await kit.make_pod("loner")
+    report = await _group_and_bind_gang(kit, 3, also=[loner])
+    assert report.held_back == {f"{kit.namespace}/gang": [f"{kit.namespace}/{n}" for n in GANG]}
+    assert set(report.bound) == {f"{kit.namespace}/loner"}
+    assert [name for name in (*GANG, "loner") if await kit.node_of(name)] == ["loner"]
+
+
+GANG = ("worker-0", "worker-1", "worker-2")
+
+
+async def _group_and_bind_gang(
+    kit: Kit, min_member: int, also: Iterable[Mapping[str, Any]] = ()
+) -> BindReport:
+    """A cycle's grouping writes and binds for a new gang of sub-grouped pods (GANG), placed
+    whole, and for pods `also` already grouped (each its own gang of one)."""
+    manifests = {name: await kit.make_pod(name) for name in GANG}
+    plan = _plan(kit.namespace, "gang", min_member)
+    plans = {f"{kit.namespace}/{name}": plan for name in GANG}
+    view = _view(kit, {**manifests, **{m["metadata"]["name"]: m for m in also}})
+    group = parse_pod_group(plan.manifest, {})
+    pods = {key: parse_pod(grouped_manifest(view.pods[key], plan), group.key) for key in plans}
+    groups = {group.key: group}
+    for manifest in also:
+        pod, own = _single(manifest)
+        pods[pod.key] = pod
+        groups[own.key] = own
+    bindings = [Binding(key, kit.nodes[0], Fraction(0), ()) for key in pods]
+    async with GroupWrites(kit.kube, view, plans, 4, lambda *_: None) as grouping:
+        grouping.decided(list(pods))
+        report = await kit.binder().bind(
+            bindings, pods, groups, view.pods, {}, grouping.annotations
+        )
+        await grouping.finish(report.bound.keys())
+    return report
 
 
 def _plan(namespace: str, name: str, min_member: int) -> PodGroupPlan:
