@@ -31,7 +31,7 @@ from kai.engine.cycle import CycleResult, run_cycle
 from kai.engine.fairshare import QueueShare
 from kai.engine.model import EngineConfig, PodPhase, Snapshot
 from kai.operator.backoff import BindBackoff
-from kai.operator.binder import Annotations, Binder
+from kai.operator.binder import Annotations, Binder, Held, still_held
 from kai.operator.cache import ClusterCache, ClusterView
 from kai.operator.events import EventRecorder
 from kai.operator.gpu_sharing import GpuSharing, reservation_pods
@@ -43,9 +43,6 @@ from kai.operator.status import StatusWriter
 
 log = structlog.get_logger(__name__)
 
-ASSUME_SECONDS = 30.0
-"""How long a bind is laid over the cache before its watch event must have arrived."""
-
 
 @dataclasses.dataclass(frozen=True)
 class CycleSummary:
@@ -54,12 +51,6 @@ class CycleSummary:
     cycle: str
     bound: tuple[str, ...]
     seconds: float
-
-
-@dataclasses.dataclass(frozen=True)
-class _AssumedAt:
-    placement: Assumed
-    at: float
 
 
 class SchedulingLoop:
@@ -97,7 +88,8 @@ class SchedulingLoop:
         self._period = period_seconds
         self._debounce = debounce_seconds
         self._is_leader = is_leader
-        self._assumed: dict[str, _AssumedAt] = {}
+        self._assumed: dict[str, Held] = {}
+        """Pod uid -> a bind of this process the watch does not show yet (or of unknown outcome)."""
         self.cycles = 0
         self.recent: deque[CycleSummary] = deque(maxlen=64)
         self.last_tick = time.monotonic()
@@ -140,7 +132,7 @@ class SchedulingLoop:
                 plans = await self._grouper.plan(view, classes)
             overlay = Overlay(
                 plans=plans.schedulable(),
-                assumed={key: entry.placement for key, entry in self._assumed.items()},
+                assumed={entry.key: entry.placement for entry in self._assumed.values()},
                 held=self._backoff.held(time.monotonic()),
             )
             # The new groups are written while the engine works; each pod's bind waits for its own.
@@ -194,14 +186,22 @@ class SchedulingLoop:
         pods = {pod.key: pod for pod in snapshot.pods}
         groups = {group.key: group for group in snapshot.pod_groups}
         reservations = reservation_pods(view.pods, self._sharing.namespace)
+        resends = {uid: held.resend for uid, held in self._assumed.items() if held.resend}
         report = await self._binder.bind(
-            result.bindings, pods, groups, view.pods, reservations, annotations
+            result.bindings,
+            pods,
+            groups,
+            view.pods,
+            reservations,
+            annotations,
+            list(resends.values()),
         )
-        stamp = time.monotonic()
-        for key, placement in report.bound.items():
-            self._assumed[key] = _AssumedAt(placement, stamp)
+        for uid in resends:  # settled, or held again in the report
+            del self._assumed[uid]
+        self._assumed.update(report.held)
         self._metrics.binds.labels("bound").inc(len(report.bound))
         self._metrics.binds.labels("failed").inc(len(report.failed))
+        self._metrics.binds.labels("unknown").inc(len(report.unknown))
         return report.bound
 
     async def _evict(self, result: CycleResult, snapshot: Snapshot) -> None:
@@ -215,13 +215,8 @@ class SchedulingLoop:
                 self._metrics.evicted_pods.labels(name, namespace).inc()
 
     def _prune_assumed(self, view: ClusterView) -> None:
-        """Forget binds the cache now shows, or whose pods are gone, or that never showed up."""
-        now = time.monotonic()
-        for key, entry in list(self._assumed.items()):
-            pod = view.pods.get(key)
-            node = ((pod or {}).get("spec") or {}).get("nodeName")
-            if pod is None or node or now - entry.at > ASSUME_SECONDS:
-                del self._assumed[key]
+        """Forget binds the cache now shows, and those whose pod (by uid) is gone."""
+        self._assumed = still_held(self._assumed, view.pods)
         self._backoff.forget_missing(view.pods.keys())
 
     async def _tend_reservations(self) -> None:

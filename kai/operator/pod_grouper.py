@@ -213,8 +213,9 @@ class GroupWrites:
     bind: it waits for the pod's PodGroup and answers what the binding must carry,
     or None when the group could not be written (the pod is not bound this cycle).
     `finish` is told which pods were bound, patches those whose bind did not
-    happen and waits for every write. Failures are logged and retried next cycle;
-    on exit each pod's outcome goes to `settle`.
+    happen and waits for every write. Failures (an unexpected exception too: it
+    stays with its pod) are logged and retried next cycle; on exit each pod's
+    outcome goes to `settle`.
     """
 
     def __init__(
@@ -314,6 +315,9 @@ class GroupWrites:
                 await write()
             except ApiError as error:
                 log.warning(f"{what} not written; retrying next cycle", key=key, error=str(error))
+                return False
+            except Exception:  # one broken write must not cancel the others and the cycle
+                log.exception(f"{what} not written; retrying next cycle", key=key)
                 return False
         return True
 

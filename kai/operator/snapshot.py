@@ -57,7 +57,7 @@ class Overlay:
     plans: Mapping[str, PodGroupPlan] = field(default_factory=dict)
     """Pod key -> the grouper's plan, for pods whose annotation is not visible yet."""
     assumed: Mapping[str, Assumed] = field(default_factory=dict)
-    """Pod key -> where it was bound."""
+    """Pod key -> where this process bound it, or sent a bind whose outcome is not known yet."""
     held: Mapping[str, SetAside] = field(default_factory=dict)
     """Group key -> why the group sits out this cycle (bind backoff)."""
 
