@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import json
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -169,7 +169,7 @@ class Kube:
 
     async def watch(
         self, path: str, query: Sequence[tuple[str, str]], timeout: float
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncGenerator[dict[str, Any], None]:
         """Watch events (`{"type": ..., "object": ...}`) until the server ends the stream.
 
         Raises ApiError when the watch cannot start (after the policy's retries) or

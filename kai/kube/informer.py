@@ -13,6 +13,7 @@ objects that are replaced on change and never mutated.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -197,20 +198,22 @@ class Informer:
             ("timeoutSeconds", str(self._watch_seconds)),
         ]
         stream = self._kube.watch(self.resource.path, query, timeout=self._watch_seconds + 30)
-        async for event in stream:
-            if event.get("type") == "ERROR":
-                status = event.get("object") or {}
-                if status.get("code") == _GONE:
-                    raise ExpiredError(str(status.get("message") or ""))
-                raise ApiError(
-                    "WATCH",
-                    self.resource.path,
-                    int(status.get("code") or 0),
-                    str(status.get("reason") or "Error"),
-                    str(status.get("message") or ""),
-                )
-            if self.store.apply(event):
-                self._on_change(self.resource.kind)
+        # Closed at once when this raises, not whenever the generator is collected.
+        async with contextlib.aclosing(stream):
+            async for event in stream:
+                if event.get("type") == "ERROR":
+                    status = event.get("object") or {}
+                    if status.get("code") == _GONE:
+                        raise ExpiredError(str(status.get("message") or ""))
+                    raise ApiError(
+                        "WATCH",
+                        self.resource.path,
+                        int(status.get("code") or 0),
+                        str(status.get("reason") or "Error"),
+                        str(status.get("message") or ""),
+                    )
+                if self.store.apply(event):
+                    self._on_change(self.resource.kind)
 
     def _mark_absent(self) -> None:
         if self.store.objects or not self.synced.is_set():

@@ -7,6 +7,7 @@ real socket, and record what the client asked for.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -17,6 +18,12 @@ from kai.kube.client import Kube
 from kai.kube.retry import RetryPolicy
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+async def never() -> None:
+    """Stall a handler: no answer until the client gives up (then it is cancelled)."""
+    await asyncio.get_running_loop().create_future()
+
 
 QUICK = RetryPolicy(deadline_seconds=10.0, first_backoff_seconds=0.01, max_backoff_seconds=0.05)
 """Retries that finish fast; the deadline is long enough not to cut them short on a loaded machine."""
@@ -31,7 +38,8 @@ async def serving(handler: Handler) -> AsyncIterator[str]:
 
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", route)
-    runner = web.AppRunner(app, shutdown_timeout=1.0)
+    # A handler left waiting is cancelled when the client goes, so nothing outlives the test.
+    runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()

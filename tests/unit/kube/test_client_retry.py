@@ -3,16 +3,14 @@ and timeouts; a create or a binding is repeated only when it certainly did not h
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
-from collections.abc import Iterator
 
 import pytest
 from aiohttp import web
 
 from kai.kube.client import ApiError
 from kai.kube.retry import RetryPolicy
-from tests.unit.kube.fake_api import kube_at, serving, status
+from tests.unit.kube.fake_api import kube_at, never, serving, status
 
 BINDING = "/api/v1/namespaces/ns/pods/p/binding"
 POD = "/api/v1/namespaces/ns/pods/p"
@@ -25,27 +23,18 @@ class Script:
         self.answers = {method: iter(codes) for method, codes in answers.items()}
         self.last: dict[str, int] = {}
         self.seen: Counter[str] = Counter()
-        self.released = asyncio.Event()
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         self.seen[request.method] += 1
         code = next(self.answers[request.method], self.last.get(request.method, 200))
         self.last[request.method] = code
-        if code == 0:  # no answer until the test ends: the client times out
-            await self.released.wait()
+        if code == 0:  # no answer: the client times out
+            await never()
         if code == 429:
             return status(429, "TooManyRequests", {"Retry-After": "0"})
         if code >= 300:
             return status(code, "Failed")
         return web.json_response({"kind": "Pod", "metadata": {"name": "p"}}, status=code)
-
-
-@pytest.fixture
-def script_factory() -> Iterator[list[Script]]:
-    made: list[Script] = []
-    yield made
-    for script in made:  # a stalled handler must not hold the server's shutdown
-        script.released.set()
 
 
 async def test_a_read_rides_out_server_errors_and_throttling() -> None:
@@ -56,9 +45,8 @@ async def test_a_read_rides_out_server_errors_and_throttling() -> None:
     assert script.seen["GET"] == 4
 
 
-async def test_a_read_that_times_out_is_tried_again(script_factory: list[Script]) -> None:
+async def test_a_read_that_times_out_is_tried_again() -> None:
     script = Script(GET=[0, 200])
-    script_factory.append(script)
     async with serving(script) as url, kube_at(url) as kube:
         pod = await kube.request("GET", POD, timeout=2.0)
     assert pod["metadata"]["name"] == "p"
@@ -72,11 +60,8 @@ async def test_a_merge_patch_is_repeated_after_a_server_error() -> None:
     assert script.seen["PATCH"] == 2
 
 
-async def test_a_binding_that_may_have_committed_reaches_the_caller_unrepeated(
-    script_factory: list[Script],
-) -> None:
+async def test_a_binding_that_may_have_committed_reaches_the_caller_unrepeated() -> None:
     script = Script(POST=[503, 0])
-    script_factory.append(script)
     async with serving(script) as url, kube_at(url) as kube:
         with pytest.raises(ApiError) as server_error:
             await kube.create(BINDING, {"kind": "Binding"})

@@ -14,7 +14,7 @@ from structlog.testing import capture_logs
 from kai.kube.cache import WatchCache
 from kai.kube.client import _READ_BUFFER
 from kai.kube.informer import Informer, Resource
-from tests.unit.kube.fake_api import kube_at, serving
+from tests.unit.kube.fake_api import kube_at, never, serving
 
 PODS = Resource("Pod", "/api/v1/pods", namespaced=True)
 NODES = Resource("Node", "/api/v1/nodes", namespaced=False)
@@ -52,7 +52,6 @@ class Collection:
         self.relisted = asyncio.Event()
         self.before_watch: Callable[[int], Awaitable[None]] | None = None
         self._watched = 0
-        self._closing = asyncio.Event()
 
     async def answer(self, request: web.Request) -> web.StreamResponse:
         if request.query.get("watch") != "true":
@@ -75,11 +74,8 @@ class Collection:
         await response.prepare(request)
         for line in self.watches[min(number, len(self.watches) - 1)]:
             await response.write(line)
-        await self._closing.wait()
+        await never()
         return response
-
-    def close(self) -> None:
-        self._closing.set()
 
 
 async def _until(condition: Callable[[], bool], *watched: asyncio.Task[None]) -> None:
@@ -99,13 +95,10 @@ async def _recovers_from(bad_line: bytes, missed: dict[str, Any]) -> None:
         [_pod("a", 1)],
         [[_line("ADDED", _pod("b", 2)), bad_line], []],
     )
-    try:
-        with capture_logs() as logs:
-            await _follow(pods, missed)
-        warnings = [(entry["event"], entry.get("resource")) for entry in logs]
-        assert ("unreadable watch event; relisting", "Pod") in warnings
-    finally:
-        pods.close()
+    with capture_logs() as logs:
+        await _follow(pods, missed)
+    warnings = [(entry["event"], entry.get("resource")) for entry in logs]
+    assert ("unreadable watch event; relisting", "Pod") in warnings
 
 
 async def _follow(pods: Collection, missed: dict[str, Any]) -> None:
@@ -144,16 +137,12 @@ async def test_an_event_the_store_cannot_apply_ends_neither_the_cache_nor_other_
         collection = pods if request.path == PODS.path else nodes
         return await collection.answer(request)
 
-    try:
-        async with serving(answer) as url, kube_at(url) as kube:
-            cache = WatchCache(kube, [PODS, NODES])
-            task = asyncio.create_task(cache.run(), name="watch cache")
-            try:
-                await _until(lambda: "n" in cache.copy(NODES), task)
-                assert not task.done()
-            finally:
-                task.cancel()
-        assert pods.lists >= 2 and set(cache.copy(PODS)) == {"ns/a"}
-    finally:
-        pods.close()
-        nodes.close()
+    async with serving(answer) as url, kube_at(url) as kube:
+        cache = WatchCache(kube, [PODS, NODES])
+        task = asyncio.create_task(cache.run(), name="watch cache")
+        try:
+            await _until(lambda: "n" in cache.copy(NODES), task)
+            assert not task.done()
+        finally:
+            task.cancel()
+    assert pods.lists >= 2 and set(cache.copy(PODS)) == {"ns/a"}
