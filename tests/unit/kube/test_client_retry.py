@@ -50,7 +50,7 @@ async def test_a_read_that_times_out_is_tried_again() -> None:
     async with serving(script) as url, kube_at(url) as kube:
         pod = await kube.request("GET", POD, timeout=2.0)
     assert pod["metadata"]["name"] == "p"
-    assert script.seen["GET"] == 2
+    assert script.seen["GET"] >= 2  # more if the answer itself took 2 s on a loaded machine
 
 
 async def test_a_merge_patch_is_repeated_after_a_server_error() -> None:
