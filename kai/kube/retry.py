@@ -28,8 +28,12 @@ _THROTTLED = 429
 class RetryPolicy:
     """Which failures are retried and how long to wait before the next attempt."""
 
-    deadline_seconds: float = 60.0
-    """Total time from the first attempt after which no further attempt starts."""
+    deadline_seconds: float = 10.0
+    """Total time from the first attempt after which no further attempt starts.
+
+    No longer than the default renew deadline: a write retried inside the client
+    does not see the caller's leadership checks, so it must not outlive them long.
+    """
     first_backoff_seconds: float = 0.2
     max_backoff_seconds: float = 5.0
     max_retry_after_seconds: float = 10.0
