@@ -175,7 +175,7 @@ class Kube:
         Raises ApiError when the watch cannot start (after the policy's retries) or
         the connection fails; an expired resourceVersion comes as an ERROR event
         with code 410, which the caller handles. A line that is not an event (not
-        JSON, or longer than the read buffer) raises UnreadableEventError: the
+        JSON, or over aiohttp's line limit) raises UnreadableEventError: the
         event is lost, so only a relist can catch up.
         """
         params = [*query, ("watch", "true")]
@@ -196,9 +196,9 @@ class Kube:
                     async for line in response.content:
                         if line.strip():
                             yield _event(path, line)
-                except LineTooLong as error:
+                except LineTooLong as error:  # aiohttp allows lines of twice the buffer
                     raise UnreadableEventError(
-                        f"watch {path}: an event longer than {_READ_BUFFER} bytes"
+                        f"watch {path}: an event longer than {2 * _READ_BUFFER} bytes"
                     ) from error
 
     async def _retrying(

@@ -119,7 +119,7 @@ async def test_an_undecodable_watch_line_costs_a_relist_not_the_informer() -> No
     await _recovers_from(b'{"type": "ADDED", "object": {"metad\n', _pod("c", 3))
 
 
-async def test_a_watch_line_over_the_read_buffer_costs_a_relist_not_the_informer() -> None:
+async def test_a_watch_line_over_the_line_limit_costs_a_relist_not_the_informer() -> None:
     big = _pod("c", 3, data={"blob": "x" * (2 * _READ_BUFFER + 1)})
     await _recovers_from(_line("ADDED", big), big)
 
