@@ -20,7 +20,7 @@ import structlog
 
 from kai.api.podgroups import LAST_START_ANNOTATION, stamp_annotations
 from kai.engine.evictions.decisions import GroupStamps
-from kai.kube.client import Kube
+from kai.kube.client import ApiError, Kube
 from kai.kube.writes import run_bounded
 from kai.operator.status import pod_group_path
 
@@ -70,7 +70,7 @@ class StampWriter:
         failures = await run_bounded(writes, self._concurrency)
         for key, _ in writes:
             error = failures.get(key)
-            if error is None or error.status == _NOT_FOUND:
+            if error is None or (isinstance(error, ApiError) and error.status == _NOT_FOUND):
                 self._owed.pop(key, None)
             else:
                 log.warning("podgroup timestamps not written", podgroup=key, error=str(error))
