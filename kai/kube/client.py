@@ -122,19 +122,24 @@ class Kube:
         body: object = None,
         content_type: str = "application/json",
         timeout: float = 30.0,
+        proceed: Callable[[], bool] | None = None,
     ) -> None:
         """A request whose answer is not needed: it is read but not decoded unless it is an error.
 
         The server answers a write with the whole object, and decoding thousands of
-        them was a tenth of the operator's time on the event loop.
+        them was a tenth of the operator's time on the event loop. `proceed`, when
+        given, is asked before every retry: a writer that may no longer write (a
+        deposed leader) stops with the last error instead of trying again.
         """
-        await self._send(method, path, (), body, content_type, timeout)
+        await self._send(method, path, (), body, content_type, timeout, proceed)
 
     async def get(self, path: str, query: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
         return await self.request("GET", path, query=query)
 
-    async def create(self, path: str, body: Mapping[str, Any]) -> None:
-        await self.write("POST", path, body)
+    async def create(
+        self, path: str, body: Mapping[str, Any], proceed: Callable[[], bool] | None = None
+    ) -> None:
+        await self.write("POST", path, body, proceed=proceed)
 
     async def merge_patch(self, path: str, patch: Mapping[str, Any]) -> None:
         await self.write("PATCH", path, patch, MERGE_PATCH)
@@ -153,6 +158,7 @@ class Kube:
         body: object,
         content_type: str,
         timeout: float,
+        proceed: Callable[[], bool] | None = None,
     ) -> bytes:
         """The body of a 2xx answer, retried as the policy allows; ApiError when it gives up."""
 
@@ -165,7 +171,8 @@ class Kube:
                 raise _refused(method, path, response, payload)
             return payload
 
-        return await self._retrying(method, path, _safe_to_repeat(method, content_type), attempt)
+        idempotent = _safe_to_repeat(method, content_type)
+        return await self._retrying(method, path, idempotent, attempt, proceed)
 
     async def watch(
         self, path: str, query: Sequence[tuple[str, str]], timeout: float
@@ -202,9 +209,15 @@ class Kube:
                     ) from error
 
     async def _retrying(
-        self, method: str, path: str, idempotent: bool, attempt: Callable[[], Awaitable[T]]
+        self,
+        method: str,
+        path: str,
+        idempotent: bool,
+        attempt: Callable[[], Awaitable[T]],
+        proceed: Callable[[], bool] | None = None,
     ) -> T:
-        """`attempt()`, tried again while the retry policy allows and its deadline is not reached."""
+        """`attempt()`, tried again while the retry policy allows, its deadline is not reached
+        and `proceed()` (if given) still holds."""
         loop = asyncio.get_running_loop()
         give_up_at = loop.time() + self._retry.deadline_seconds
         retries = 0
@@ -225,6 +238,8 @@ class Kube:
                     retry_seconds=round(delay, 2),
                 )
                 await asyncio.sleep(delay)
+                if proceed is not None and not proceed():
+                    raise
                 retries += 1
 
     async def _call(

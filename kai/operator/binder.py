@@ -378,6 +378,7 @@ class Binder:
                 "metadata": metadata,
                 "target": {"apiVersion": "v1", "kind": "Node", "name": job.node},
             },
+            proceed=self._is_leader,  # a throttled bind is not sent again by a deposed leader
         )
 
     async def evict(self, evictions: Sequence[Eviction], pods: Mapping[str, Pod]) -> list[str]:

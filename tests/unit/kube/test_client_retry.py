@@ -79,6 +79,15 @@ async def test_a_throttled_binding_is_sent_again() -> None:
     assert script.seen["POST"] == 2
 
 
+async def test_a_throttled_binding_is_not_sent_again_once_the_writer_may_not_write() -> None:
+    script = Script(POST=[429, 201])
+    async with serving(script) as url, kube_at(url) as kube:
+        with pytest.raises(ApiError) as throttled:
+            await kube.create(BINDING, {"kind": "Binding"}, proceed=lambda: False)
+    assert throttled.value.status == 429 and not throttled.value.outcome_unknown
+    assert script.seen["POST"] == 1
+
+
 async def test_a_refusal_is_not_retried() -> None:
     script = Script(GET=[404], PUT=[409])
     async with serving(script) as url, kube_at(url) as kube:
