@@ -333,7 +333,7 @@ class Binder:
         return _Reading(_State.UNBOUND)
 
     def _bound(self, job: SentBind, node: str, report: BindReport) -> None:
-        self._backoff.succeeded(job.pod.key)
+        self._backoff.succeeded(job.pod.uid)
         placement = Assumed(node, job.gpu_groups)
         report.bound[job.pod.key] = placement
         report.held[job.pod.uid] = Held(job.pod.key, placement)
@@ -360,7 +360,9 @@ class Binder:
         if job.gpu_groups:
             await self._sharing.undo(job.pod, job.gpu_groups)
         pod = job.pod
-        self._backoff.failed(pod.key, pod.group, job.queue, job.node, error, time.monotonic())
+        self._backoff.failed(
+            pod.key, pod.uid, pod.group, job.queue, job.node, error, time.monotonic()
+        )
         report.failed[pod.key] = error
         log.warning("bind failed", pod=pod.key, node=job.node, error=error)
 

@@ -217,7 +217,9 @@ class SchedulingLoop:
     def _prune_assumed(self, view: ClusterView) -> None:
         """Forget binds the cache now shows, and those whose pod (by uid) is gone."""
         self._assumed = still_held(self._assumed, view.pods)
-        self._backoff.forget_missing(view.pods.keys())
+        self._backoff.forget_missing(
+            {str((pod.get("metadata") or {}).get("uid")) for pod in view.pods.values()}
+        )
 
     async def _tend_reservations(self) -> None:
         """Collect reservation pods nobody uses and publish devices to pods, on a fresh view."""
