@@ -64,10 +64,11 @@ class FaultyKube(Kube):
         body: object = None,
         content_type: str = "application/json",
         timeout: float = 30.0,
+        proceed: Callable[[], bool] | None = None,
     ) -> None:
         if self.fails(method, path):
             raise RuntimeError(f"injected bug on {method} {path}")
-        await super().write(method, path, body, content_type, timeout)
+        await super().write(method, path, body, content_type, timeout, proceed)
 
 
 @dataclass

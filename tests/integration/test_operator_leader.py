@@ -13,6 +13,7 @@ from kai_operator_support import (
     gpu_pod,
     operator_config,
     running_operator,
+    stop_operator,
     unique,
     wait_for,
 )
@@ -57,9 +58,7 @@ async def test_only_the_leader_binds_and_the_standby_takes_over(
             assert second.loop.cycles == 0  # the standby never ran a cycle
             assert await _binders(core, namespace, "early-") == {first_config.identity}
 
-            first_task.cancel()  # a clean stop releases the Lease
-            with contextlib.suppress(asyncio.CancelledError):
-                await first_task
+            await stop_operator(first_task)  # a clean stop releases the Lease
             stopped = time.monotonic()
 
             async def second_leads() -> bool:
