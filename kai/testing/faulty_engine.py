@@ -2,8 +2,8 @@
 
 The real engine raises only on its own bugs, which tests cannot summon at will. This
 one is `run_cycle` itself, except that it raises `EngineInvariantError` while the
-snapshot holds a pending pod of a PodGroup whose name starts with `poisoned_prefix`
-(a failure one group causes), or a node labelled `poisoned_node_label` (a failure
+snapshot holds a pending pod whose name starts with `poisoned_prefix` (a failure
+its group causes), or a node labelled `poisoned_node_label` (a failure
 no group causes). It is passed where the operator takes its engine (`run_engine`),
 and the tests drive it only through the objects they create. While `holding`, a
 call waits before it starts until the test sets `release`, so a test can act (take
@@ -43,8 +43,7 @@ class FaultyEngine:
             {
                 pod.group
                 for pod in snapshot.pods
-                if pod.phase is PodPhase.PENDING
-                and pod.group.partition("/")[2].startswith(self.poisoned_prefix)
+                if pod.phase is PodPhase.PENDING and pod.name.startswith(self.poisoned_prefix)
             }
         )
         if poisoned:

@@ -20,9 +20,7 @@ def _cluster(good: int, poisoned: int, poisoned_running: int = 0) -> Snapshot:
         pod(f"poisoned-0-running-{i}", "poisoned-0", gpus=1, node_name="n1")
         for i in range(poisoned_running)
     ]
-    return snapshot(
-        [node("n1", gpus=64)], pods, [group(name, "q") for name in names], [queue("q")]
-    )
+    return snapshot([node("n1", gpus=64)], pods, [group(name, "q") for name in names], [queue("q")])
 
 
 def test_one_poisoned_group_is_set_aside_and_the_rest_bind() -> None:
