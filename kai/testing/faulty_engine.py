@@ -6,8 +6,8 @@ snapshot holds a pending pod whose name starts with `poisoned_prefix` (a failure
 its group causes), or a node labelled `poisoned_node_label` (a failure
 no group causes). It is passed where the operator takes its engine (`run_engine`),
 and the tests drive it only through the objects they create. While `holding`, a
-call waits before it starts until the test sets `release`, so a test can act (take
-the Lease away) while a cycle is inside the engine.
+call with pending pods waits before it starts until the test sets `release`, so a
+test can act (take the Lease away) while a cycle is inside the engine.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class FaultyEngine:
 
     def __call__(self, snapshot: Snapshot, config: EngineConfig) -> CycleResult:
         self.calls += 1
-        if self.holding:
+        if self.holding and any(pod.phase is PodPhase.PENDING for pod in snapshot.pods):
             self.entered.set()
             self.release.wait(HOLD_LIMIT_SECONDS)
         if any(node.label(self.poisoned_node_label) is not None for node in snapshot.nodes):
