@@ -57,6 +57,7 @@ class Operator:
     metrics: Metrics
     kube: LeaderOnlyKube
     """The client of every write but the Lease's."""
+    grouper: PodGrouper
 
     def is_leader(self) -> bool:
         return self.elector.is_leader() if self.elector is not None else True
@@ -102,16 +103,13 @@ async def run_operator(
             config.write_concurrency,
         )
         backoff = BindBackoff()
+        grouper = PodGrouper(
+            kube, OwnerReader(kube), events, config.reservation_namespace, config.write_concurrency
+        )
         loop = SchedulingLoop(
             cache=cache,
             builder=SnapshotBuilder(config.reservation_namespace),
-            grouper=PodGrouper(
-                kube,
-                OwnerReader(kube),
-                events,
-                config.reservation_namespace,
-                config.write_concurrency,
-            ),
+            grouper=grouper,
             binder=Binder(kube, sharing, backoff, events, config.bind_concurrency, is_leader),
             sharing=sharing,
             status=StatusWriter(kube, events, config.write_concurrency),
@@ -145,7 +143,7 @@ async def run_operator(
         )
         if server is not None:
             await server.start()
-        operator = Operator(config, cache, loop, elector, server, metrics, kube)
+        operator = Operator(config, cache, loop, elector, server, metrics, kube, grouper)
         log.info(
             "operator starting",
             identity=config.identity,
