@@ -103,6 +103,7 @@ async def run_operator(
             config.write_concurrency,
         )
         backoff = BindBackoff()
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
         grouper = PodGrouper(
             kube, OwnerReader(kube), events, config.reservation_namespace, config.write_concurrency
         )
@@ -120,7 +121,7 @@ async def run_operator(
             engine=EngineConfig(
                 time_limit_seconds=config.time_limit_seconds, solver_workers=config.solver_workers
             ),
-            executor=ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine"),
+            executor=executor,
             period_seconds=config.period_seconds,
             debounce_seconds=config.debounce_seconds,
             is_leader=is_leader,
@@ -163,4 +164,5 @@ async def run_operator(
                     await asyncio.shield(elector.release())
             if server is not None:
                 await server.stop()
+            executor.shutdown(wait=False, cancel_futures=True)  # a solve in progress is abandoned
             log.info("operator stopped", identity=config.identity)

@@ -60,7 +60,7 @@ async def running_operator(
     started: asyncio.Future[Operator] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(run_operator(config, started, run_engine))
     try:
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(60):
             done, _ = await asyncio.wait({started, task}, return_when=asyncio.FIRST_COMPLETED)
             if task in done:
                 task.result()  # raises what stopped it
@@ -96,7 +96,7 @@ async def stop_operator(task: asyncio.Task[None]) -> None:
 
 
 async def wait_for(
-    what: str, check: Callable[[], Awaitable[bool]], timeout: float = 30.0, every: float = 0.1
+    what: str, check: Callable[[], Awaitable[bool]], timeout: float = 60.0, every: float = 0.1
 ) -> None:
     """Poll until `check` holds; fail naming `what` after `timeout` seconds."""
     try:

@@ -10,7 +10,6 @@ the queue's status matching the pods.
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import os
 import signal
@@ -91,7 +90,7 @@ async def test_killed_mid_gang_and_restarted_binds_each_pod_once(
 
         await wait_for("the first binds", binding_started, timeout=60, every=0.005)
         first.send_signal(signal.SIGKILL)
-        first.wait(10)
+        first.wait()
         before = await bound_pods(api, namespace)
         assert 0 < len(before) < GANG, f"the kill came too late: {len(before)} of {GANG} bound"
 
@@ -122,8 +121,18 @@ async def test_killed_mid_gang_and_restarted_binds_each_pod_once(
         await wait_for("the queue status to count the whole gang", queue_status_correct)
     finally:
         for process in (first, second):
-            if process is not None and process.poll() is None:
-                process.terminate()
-                process.wait(15)
+            if process is not None:
+                _stop(process)
         await delete_queue(api, queue)
-        await asyncio.sleep(0)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (it releases its Lease), then SIGKILL if it does not exit: never left running."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
