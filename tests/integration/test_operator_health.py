@@ -1,7 +1,7 @@
 """A scheduler whose cycles fail says so, and one group that trips the engine does not stop the rest.
 
 The operator runs in process with an engine that raises on data the test puts in
-the cluster (`kai.testing.faulty_engine`): a labelled node (a failure no group
+the cluster (`tests/faulty_engine.py`): a labelled node (a failure no group
 causes) or a pod named `poisoned-...` (a failure its group causes).
 """
 
@@ -26,7 +26,7 @@ from kubernetes_asyncio import client
 from kai.operator.isolation import ENGINE_INVARIANT_VIOLATED
 from kai.testing.controlplane import ClusterAccess
 from kai.testing.fakes import GpuNode, NodeFactory
-from kai.testing.faulty_engine import FaultyEngine
+from tests.faulty_engine import FaultyEngine
 
 UNHEALTHY_AFTER = 3
 

@@ -24,7 +24,7 @@ from kubernetes_asyncio import client
 from kai.operator.app import Operator
 from kai.testing.controlplane import ClusterAccess
 from kai.testing.fakes import GpuNode, NodeFactory
-from kai.testing.faulty_engine import FaultyEngine
+from tests.faulty_engine import FaultyEngine
 
 LONG_LEASE = {"lease_seconds": 120.0, "renew_deadline_seconds": 80.0, "retry_seconds": 0.5}
 """A Lease no test waits out: a takeover within a test's patience is the release's doing."""

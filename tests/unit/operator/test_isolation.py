@@ -7,7 +7,7 @@ import pytest
 from kai.engine.cycle import EngineInvariantError
 from kai.engine.model import EngineConfig, Snapshot
 from kai.operator.isolation import ENGINE_INVARIANT_VIOLATED, MAX_PROBES, run_isolating
-from kai.testing.faulty_engine import FaultyEngine
+from tests.faulty_engine import FaultyEngine
 from tests.unit.engine.builders import group, node, pod, queue, snapshot
 
 GREEDY = EngineConfig(time_limit_seconds=0)
