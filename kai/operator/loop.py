@@ -157,8 +157,12 @@ class SchedulingLoop:
     async def _wait(self, last_start: float) -> None:
         remaining = last_start + self._period - time.monotonic()
         if remaining > 0:
+            # Not asyncio.wait_for: on Python 3.11 it swallows a cancellation that arrives as
+            # the change does, and the loop then outlives its operator (it went on binding
+            # after its test had stopped it).
             try:
-                await asyncio.wait_for(self._cache.changed.wait(), timeout=remaining)
+                async with asyncio.timeout(remaining):
+                    await self._cache.changed.wait()
                 await asyncio.sleep(self._debounce)  # let a burst of events settle
             except TimeoutError:
                 pass

@@ -131,7 +131,9 @@ async def test_a_leader_that_loses_the_lease_mid_cycle_writes_nothing_more(
                 for event in (await core.list_namespaced_event(namespace)).items
                 if event.reporting_instance == first_config.identity
             ]
-            assert first.loop.abandoned == 1
+            # At least the held cycle; on a loaded machine a renewal can come late, and a cycle
+            # that finds the Lease's validity run out meanwhile is dropped the same way.
+            assert first.loop.abandoned >= 1
 
             await stop_operator(first_task)
             await leases.delete_namespaced_lease(first_config.lease_name, namespace)  # thief gone
