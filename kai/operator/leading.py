@@ -4,7 +4,8 @@ Only the Lease holder may change the cluster. The loop runs no cycle on a standb
 checks the Lease between a cycle's steps, but a cycle that loses the Lease midway
 still has writes in flight (group writes started before the engine ran, a gang's
 binds, status, events, reservation garbage collection). Checking at the one place
-all of them pass means no writer can forget it. The Lease itself is written through
+all of them pass means no writer can forget it, and the client's retries of a write
+ask it again (`proceed`). The Lease itself is written through
 a plain `Kube`: renewing it is how a replica leads.
 """
 
@@ -44,9 +45,22 @@ class LeaderOnlyKube(Kube):
             self._check(method, path)
         return await super().request(method, path, *args, **kwargs)
 
-    async def write(self, method: str, path: str, *args: Any, **kwargs: Any) -> None:
+    async def write(
+        self,
+        method: str,
+        path: str,
+        body: object = None,
+        content_type: str = "application/json",
+        timeout: float = 30.0,
+        proceed: Callable[[], bool] | None = None,
+    ) -> None:
+        """Refused unless leading; a retry of it is sent only while still leading, too."""
         self._check(method, path)
-        await super().write(method, path, *args, **kwargs)
+
+        def still_leading() -> bool:
+            return self._is_leader() and (proceed is None or proceed())
+
+        await super().write(method, path, body, content_type, timeout, still_leading)
 
     def _check(self, method: str, path: str) -> None:
         if not self._is_leader():
