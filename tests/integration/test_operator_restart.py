@@ -105,13 +105,19 @@ async def test_killed_mid_gang_and_restarted_binds_each_pod_once(
         per_node = collections.Counter(after.values())
         assert max(per_node.values()) <= GPUS_PER_NODE
 
-        scheduled = collections.Counter(
-            e.involved_object.name
-            for e in (await client.CoreV1Api(api).list_namespaced_event(namespace)).items
-            if e.reason == "Scheduled"
-        )
+        scheduled: collections.Counter[str] = collections.Counter()
+
+        async def binds_reported() -> bool:  # events go out at the end of the binding cycle
+            nonlocal scheduled
+            scheduled = collections.Counter(
+                e.involved_object.name
+                for e in (await client.CoreV1Api(api).list_namespaced_event(namespace)).items
+                if e.reason == "Scheduled"
+            )
+            return set(after) - set(before) <= set(scheduled)
+
         # The killed process never sent its queued events; the new one reports each of its binds.
-        assert set(after) - set(before) <= set(scheduled)
+        await wait_for("a Scheduled event for each bind of the new process", binds_reported)
         assert max(scheduled.values()) == 1  # no pod was bound twice
 
         async def queue_status_correct() -> bool:
