@@ -55,8 +55,6 @@ class Operator:
     elector: LeaderElector | None
     server: HealthServer | None
     metrics: Metrics
-    kube: LeaderOnlyKube
-    """The client of every write but the Lease's."""
     grouper: PodGrouper
 
     def is_leader(self) -> bool:
@@ -144,7 +142,7 @@ async def run_operator(
         )
         if server is not None:
             await server.start()
-        operator = Operator(config, cache, loop, elector, server, metrics, kube, grouper)
+        operator = Operator(config, cache, loop, elector, server, metrics, grouper)
         log.info(
             "operator starting",
             identity=config.identity,

@@ -37,8 +37,6 @@ class LeaderOnlyKube(Kube):
     def __init__(self, client: ApiClient, is_leader: Callable[[], bool]) -> None:
         super().__init__(client)
         self._is_leader = is_leader
-        self.refused = 0
-        """Writes refused so far (a deposed leader's cycle winding down)."""
 
     async def request(self, method: str, path: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
         if method not in _READS:
@@ -64,5 +62,4 @@ class LeaderOnlyKube(Kube):
 
     def _check(self, method: str, path: str) -> None:
         if not self._is_leader():
-            self.refused += 1
             raise NotLeadingError(method, path)
