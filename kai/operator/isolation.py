@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 
 import structlog
 
@@ -37,28 +38,51 @@ MAX_PROBES = 12
 _MESSAGE_LIMIT = 400
 
 
-def run_isolating(engine: Engine, snapshot: Snapshot, config: EngineConfig) -> CycleResult:
-    """The engine's result, with the groups that make it raise set aside; raises if none do."""
+@dataclass(frozen=True)
+class Isolated:
+    result: CycleResult
+    culprits: tuple[str, ...]
+    """The groups set aside because the engine fails with them (none when it did not fail)."""
+
+
+def run_isolating(
+    engine: Engine, snapshot: Snapshot, config: EngineConfig, last_culprits: Collection[str] = ()
+) -> Isolated:
+    """The engine's result, with the groups that make it raise set aside; raises if none do.
+
+    The whole snapshot is always tried first, so a group whose data was fixed is
+    scheduled again; when that fails, the groups set aside last cycle (`last_culprits`)
+    are tried first, so a group that stays broken costs one more engine run, not a search.
+    """
     try:
-        return engine(snapshot, config)
+        return Isolated(engine(snapshot, config), ())
     except Exception as error:
         failure = error
+    message = f"the scheduler's engine fails with this group in the cycle: {failure}"
+    message = message[:_MESSAGE_LIMIT]
     suspects = sorted(
         {pod.group for pod in snapshot.pods if pod.phase is PodPhase.PENDING}
         - {item.group for item in snapshot.set_aside}
     )
+    again = [group for group in suspects if group in set(last_culprits)]
+    if again:
+        try:
+            return Isolated(engine(_without(snapshot, again, again, message), config), tuple(again))
+        except Exception:
+            log.info("the engine fails for more than last cycle's groups; searching them all")
     search = _Search(engine, snapshot, config, suspects)
     if search.fails(()):
         raise failure  # it fails with no group's pending pods in it: not a group's doing
     culprits = search.culprits(suspects)
-    message = f"the scheduler's engine fails with this group in the cycle: {failure}"
     log.error(
         "groups set aside: the engine fails with them",
         groups=culprits,
         probes=search.probes,
         error=str(failure),
     )
-    return engine(_without(snapshot, culprits, culprits, message[:_MESSAGE_LIMIT]), config)
+    return Isolated(
+        engine(_without(snapshot, culprits, culprits, message), config), tuple(culprits)
+    )
 
 
 class _Search:

@@ -102,6 +102,8 @@ class SchedulingLoop:
         self._is_leader = is_leader
         self._failed_cycles_unhealthy = failed_cycles_unhealthy
         self._run_engine = run_engine
+        self._culprits: tuple[str, ...] = ()
+        """Groups the engine failed with last cycle: tried without first if it fails again."""
         self._assumed: dict[str, Held] = {}
         """Pod uid -> a bind of this process the watch does not show yet (or of unknown outcome)."""
         self.cycles = 0
@@ -190,9 +192,16 @@ class SchedulingLoop:
                     snapshot = self._builder.build(view, overlay, now)
                 with _timed(timings, "allocate"):
                     loop = asyncio.get_running_loop()
-                    result = await loop.run_in_executor(
-                        self._executor, run_isolating, self._run_engine, snapshot, self._engine
+                    isolated = await loop.run_in_executor(
+                        self._executor,
+                        run_isolating,
+                        self._run_engine,
+                        snapshot,
+                        self._engine,
+                        self._culprits,
                     )
+                self._culprits = isolated.culprits
+                result = isolated.result
                 self._still_leading("bind")
                 grouping.decided([binding.pod for binding in result.bindings])
                 with _timed(timings, "bind"):
