@@ -6,8 +6,13 @@ snapshot with the plans and the scheduler's own recent binds laid over it, and
 solve it on a worker thread (the engine is CPU-bound and must not stall the
 watches, the lease renewals or those writes on the event loop); bind, each pod
 as soon as its group is written; write status, events and metrics; collect
-unused GPU reservations. Only the leader runs cycles. A failing cycle is logged
-and the next one starts from the cluster as it is then.
+unused GPU reservations. Only the leader runs cycles, and a cycle that finds
+the Lease lost between its steps stops there (the API client refuses the writes
+still in flight). A failing cycle is logged and counted, and the next one starts
+from the cluster as it is then; the loop is alive while cycles finish, and
+unhealthy after `failed_cycles_unhealthy` failures in a row. The engine runs
+through `isolation`, so a group whose data makes it raise is set aside and the
+others are scheduled.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from kai.operator.binder import Annotations, Binder, Held, still_held
 from kai.operator.cache import ClusterCache, ClusterView
 from kai.operator.events import EventRecorder
 from kai.operator.gpu_sharing import GpuSharing, reservation_pods
+from kai.operator.isolation import Engine, run_isolating
 from kai.operator.metrics import Metrics
 from kai.operator.pod_grouper import PodGrouper
 from kai.operator.snapshot import Assumed, Overlay, SnapshotBuilder
@@ -51,6 +57,10 @@ class CycleSummary:
     cycle: str
     bound: tuple[str, ...]
     seconds: float
+
+
+class LeadershipLostError(Exception):
+    """The Lease was lost between two steps of a cycle: the rest of its decisions are dropped."""
 
 
 class SchedulingLoop:
@@ -72,6 +82,8 @@ class SchedulingLoop:
         period_seconds: float,
         debounce_seconds: float,
         is_leader: Callable[[], bool],
+        failed_cycles_unhealthy: int,
+        run_engine: Engine = run_cycle,
     ) -> None:
         self._cache = cache
         self._builder = builder
@@ -88,11 +100,26 @@ class SchedulingLoop:
         self._period = period_seconds
         self._debounce = debounce_seconds
         self._is_leader = is_leader
+        self._failed_cycles_unhealthy = failed_cycles_unhealthy
+        self._run_engine = run_engine
+        self._culprits: tuple[str, ...] = ()
+        """Groups the engine failed with last cycle: tried without first if it fails again."""
         self._assumed: dict[str, Held] = {}
         """Pod uid -> a bind of this process the watch does not show yet (or of unknown outcome)."""
         self.cycles = 0
         self.recent: deque[CycleSummary] = deque(maxlen=64)
-        self.last_tick = time.monotonic()
+        self.last_alive = time.monotonic()
+        """When a pass of the loop last finished: a cycle, failed or not, or a standby's tick."""
+        self.failed_in_a_row = 0
+        self.abandoned = 0
+        """Cycles that lost the Lease midway."""
+        self.passes = 0
+        """Passes of the loop, a standby's included."""
+
+    @property
+    def healthy(self) -> bool:
+        """False after `failed_cycles_unhealthy` failed cycles in a row, until one succeeds."""
+        return self.failed_in_a_row < self._failed_cycles_unhealthy
 
     async def run(self) -> None:
         await self._cache.wait_synced()
@@ -100,20 +127,44 @@ class SchedulingLoop:
         while True:
             await self._wait(started)
             started = time.monotonic()
-            self.last_tick = started
             if not self._is_leader():
                 self._assumed.clear()  # a new leader term starts from the cluster alone
-                continue
-            try:
-                await self.cycle()
-            except Exception:  # one bad cycle must not stop the scheduler
-                log.exception("cycle failed")
+            else:
+                await self._guarded_cycle()
+            self.last_alive = time.monotonic()
+            self.passes += 1
+
+    async def _guarded_cycle(self) -> None:
+        try:
+            await self.cycle()
+        except Exception as error:  # one bad cycle must not stop the scheduler
+            if _lease_lost(error):
+                self.abandoned += 1
+                self._metrics.cycles_abandoned.inc()
+                self._events.discard()
+                log.warning("lease lost; the cycle's remaining steps are dropped", at=str(error))
+                return
+            self.failed_in_a_row += 1
+            self._metrics.cycle_failures.inc()
+            self._metrics.failed_cycles_in_a_row.set(self.failed_in_a_row)
+            log.exception("cycle failed", failed_in_a_row=self.failed_in_a_row)
+        else:
+            self.failed_in_a_row = 0
+            self._metrics.failed_cycles_in_a_row.set(0)
+
+    def _still_leading(self, step: str) -> None:
+        if not self._is_leader():
+            raise LeadershipLostError(f"before {step}")
 
     async def _wait(self, last_start: float) -> None:
         remaining = last_start + self._period - time.monotonic()
         if remaining > 0:
+            # Not asyncio.wait_for: on Python 3.11 it swallows a cancellation that arrives as
+            # the change does, and the loop then outlives its operator (it went on binding
+            # after its test had stopped it).
             try:
-                await asyncio.wait_for(self._cache.changed.wait(), timeout=remaining)
+                async with asyncio.timeout(remaining):
+                    await self._cache.changed.wait()
                 await asyncio.sleep(self._debounce)  # let a burst of events settle
             except TimeoutError:
                 pass
@@ -141,25 +192,39 @@ class SchedulingLoop:
                     snapshot = self._builder.build(view, overlay, now)
                 with _timed(timings, "allocate"):
                     loop = asyncio.get_running_loop()
-                    result = await loop.run_in_executor(
-                        self._executor, run_cycle, snapshot, self._engine
+                    isolated = await loop.run_in_executor(
+                        self._executor,
+                        run_isolating,
+                        self._run_engine,
+                        snapshot,
+                        self._engine,
+                        self._culprits,
                     )
+                self._culprits = isolated.culprits
+                result = isolated.result
+                self._still_leading("bind")
                 grouping.decided([binding.pod for binding in result.bindings])
                 with _timed(timings, "bind"):
                     bound = await self._bind(result, snapshot, view, grouping.annotations)
                 with _timed(timings, "group-write"):
                     await grouping.finish(bound.keys())
+            self._still_leading("evict")
             with _timed(timings, "evict"):
                 await self._evict(result, snapshot)
+            self._still_leading("stamps")
             with _timed(timings, "stamps"):
                 started = {pod.group for pod in snapshot.pods if pod.key in bound}
                 await self._stamps.publish(view.pod_groups, result.stamps, started)
             after = _with_binds(snapshot, bound)
+            self._still_leading("status")
             with _timed(timings, "status"):
                 shares = queue_shares(after)
                 await self._status.publish(view, after, shares, result.groups, now)
+            self._metrics.forget_pod_groups(view.pod_groups.keys())
+            self._still_leading("gpu-sharing")
             with _timed(timings, "gpu-sharing"):
                 await self._tend_reservations()
+            self._still_leading("events")
             await self._events.flush()
         elapsed = time.monotonic() - began
         self._record(timings, elapsed, shares)
@@ -212,7 +277,7 @@ class SchedulingLoop:
         for eviction in result.evictions:
             if eviction.pod in evicted:
                 namespace, _, name = eviction.group.partition("/")
-                self._metrics.evicted_pods.labels(name, namespace).inc()
+                self._metrics.evicted(name, namespace)
 
     def _prune_assumed(self, view: ClusterView) -> None:
         """Forget binds the cache now shows, and those whose pod (by uid) is gone."""
@@ -244,6 +309,13 @@ class SchedulingLoop:
         self._metrics.record_queues(shares)
         self._metrics.relists.set(self._cache.relists)
         self._metrics.events_dropped.set(self._events.dropped)
+
+
+def _lease_lost(error: Exception) -> bool:
+    """Whether the cycle stopped because the Lease was lost (raised inside a task group, too)."""
+    if isinstance(error, ExceptionGroup):
+        return error.subgroup(LeadershipLostError) is not None
+    return isinstance(error, LeadershipLostError)
 
 
 @contextmanager

@@ -103,6 +103,7 @@ class PodGrouper:
     async def plan(self, view: ClusterView, priority_classes: Mapping[str, int]) -> Plans:
         """Plan every ungrouped pod; reads owners, writes nothing."""
         self._forget_settled(view)
+        self._forget_reports_of_gone(view)
         waiting = [
             (key, pod)
             for key, pod in view.pods.items()
@@ -158,6 +159,18 @@ class PodGrouper:
                 or (metadata.get("annotations") or {}).get(POD_GROUP_ANNOTATION)
             ):
                 del self._written[key]
+
+    def _forget_reports_of_gone(self, view: ClusterView) -> None:
+        """Drop the grouping problems remembered for pods that no longer exist."""
+        if not self._reported:
+            return
+        present = {(pod.get("metadata") or {}).get("uid") for pod in view.pods.values()}
+        self._reported = {uid: why for uid, why in self._reported.items() if uid in present}
+
+    @property
+    def remembered(self) -> int:
+        """Pods the grouper keeps something about (plans written, problems reported)."""
+        return len(self._written) + len(self._refused) + len(self._reported)
 
     def _definitions(self, view: ClusterView) -> DefinitionRegistry:
         """The catalog plus the cluster's Karta definitions, rebuilt only when those change."""

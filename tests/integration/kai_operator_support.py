@@ -15,11 +15,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
+from prometheus_client.parser import text_string_to_metric_families
 
+from kai.engine.cycle import run_cycle
 from kai.operator.app import Operator, run_operator
 from kai.operator.config import DEFAULT_RESERVATION_NAMESPACE, OperatorConfig
+from kai.operator.isolation import Engine
 
 QUEUES = ("scheduling.run.ai", "v2", "queues")
 POD_GROUPS = ("scheduling.run.ai", "v2alpha2", "podgroups")
@@ -49,13 +53,14 @@ def operator_config(kubeconfig: Path, namespace: str, **overrides: Any) -> Opera
 
 @contextlib.asynccontextmanager
 async def running_operator(
-    config: OperatorConfig,
+    config: OperatorConfig, run_engine: Engine = run_cycle
 ) -> AsyncIterator[tuple[Operator, asyncio.Task[None]]]:
-    """The operator, started and synced; cancelled (releasing its Lease) on exit."""
+    """The operator, started and synced; cancelled (releasing its Lease) on exit, also when the
+    test fails or times out (the per-test timeout cancels the test, so this `finally` runs)."""
     started: asyncio.Future[Operator] = asyncio.get_running_loop().create_future()
-    task = asyncio.create_task(run_operator(config, started))
+    task = asyncio.create_task(run_operator(config, started, run_engine))
     try:
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(60):
             done, _ = await asyncio.wait({started, task}, return_when=asyncio.FIRST_COMPLETED)
             if task in done:
                 task.result()  # raises what stopped it
@@ -91,7 +96,7 @@ async def stop_operator(task: asyncio.Task[None]) -> None:
 
 
 async def wait_for(
-    what: str, check: Callable[[], Awaitable[bool]], timeout: float = 30.0, every: float = 0.1
+    what: str, check: Callable[[], Awaitable[bool]], timeout: float = 60.0, every: float = 0.1
 ) -> None:
     """Poll until `check` holds; fail naming `what` after `timeout` seconds."""
     try:
@@ -100,6 +105,28 @@ async def wait_for(
                 await asyncio.sleep(every)
     except TimeoutError:
         raise AssertionError(f"timed out after {timeout:g}s waiting for {what}") from None
+
+
+async def _get(operator: Operator, path: str) -> tuple[int, str]:
+    assert operator.server is not None
+    url = f"http://127.0.0.1:{operator.server.port}{path}"
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        return response.status, await response.text()
+
+
+async def healthz(operator: Operator) -> int:
+    """The HTTP status of the operator's liveness probe."""
+    return (await _get(operator, "/healthz"))[0]
+
+
+async def metric(operator: Operator, name: str) -> float:
+    """A label-less sample, scraped from the operator's /metrics (0 when absent)."""
+    _, text = await _get(operator, "/metrics")
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and not sample.labels:
+                return float(sample.value)
+    return 0.0
 
 
 async def create_queue(

@@ -21,10 +21,10 @@ from kai_operator_support import (
     bound_pods,
     create_queue,
     delete_queue,
+    events_for,
     gpu_pod,
     list_pod_groups,
     operator_config,
-    pods_in,
     running_operator,
     unique,
     wait_for,
@@ -44,6 +44,10 @@ async def _group(api: client.ApiClient, namespace: str, name: str) -> dict[str, 
         if group["metadata"]["name"] == name:
             return group
     return {}
+
+
+def _time(annotations: dict[str, str]) -> datetime:
+    return datetime.fromisoformat(annotations[LAST_EVICTION])
 
 
 def _messages(group: dict[str, Any]) -> list[str]:
@@ -111,6 +115,7 @@ async def test_a_job_evicted_moments_ago_waits_out_its_preemption_delay(
                 return LAST_EVICTION in (annotations or {})
 
             await wait_for("j's last-eviction timestamp on its PodGroup", eviction_stamped)
+            evicted_at = _time((await _group(api, namespace, job))["metadata"]["annotations"])
             await core.delete_namespaced_pod("claim", namespace, grace_period_seconds=0)
             await core.create_namespaced_pod(namespace, _pod("l", q, low))
 
@@ -125,13 +130,23 @@ async def test_a_job_evicted_moments_ago_waits_out_its_preemption_delay(
                 return any("counts from its last eviction" in m for m in messages)
 
             await wait_for("j's PodGroup saying why it waits", job_told_to_wait)
-            pods = {p.metadata.name: p for p in await pods_in(api, namespace)}
-            assert pods["l"].metadata.deletion_timestamp is None, "preempted inside the delay"
 
             async def job_preempted_low() -> bool:
                 return (await bound_pods(api, namespace)).get("j-1") == node
 
             await wait_for("j bound once its delay has passed", job_preempted_low, 90)
+
+            low_evicted: list[datetime] = []
+
+            async def low_eviction_reported() -> bool:  # l's PodGroup went with l: its event stays
+                events = await events_for(api, namespace, "l")
+                low_evicted[:] = [e.first_timestamp for e in events if e.reason == "Evicted"]
+                return bool(low_evicted)
+
+            await wait_for("an Evicted event on l", low_eviction_reported)
+            # Not preempted inside the delay, by the cluster's own record (whatever the load).
+            waited = min(low_evicted) - evicted_at
+            assert waited >= DELAY, f"l was preempted {waited} after j's eviction"
     finally:
         await delete_queue(api, q)
         await delete_queue(api, r)

@@ -295,6 +295,7 @@ def _loop(harness: Harness) -> SchedulingLoop:
         period_seconds=1.0,
         debounce_seconds=0.0,
         is_leader=lambda: True,
+        failed_cycles_unhealthy=5,
     )
 
 
