@@ -90,7 +90,17 @@ class MalformedLine:
     line: bytes = b'{"type": "MODIFIED", "object": {"truncated'
 
 
-Action = Fail | Throttle | CommitThenDrop | CommitThenHang | Drop | Hang | Gone | MalformedLine
+@dataclass(frozen=True)
+class Stall:
+    """Open the watch but send none of its events until the rule is removed, then all of them.
+
+    A watch that lags: the client's view stays behind the server's.
+    """
+
+
+Action = (
+    Fail | Throttle | CommitThenDrop | CommitThenHang | Drop | Hang | Gone | MalformedLine | Stall
+)
 
 
 @dataclass(eq=False)
@@ -262,8 +272,7 @@ class FaultProxy:
                     await _hold(rule)
                     return _abort(request)
             if is_watch and upstream.status == 200:
-                prefix = action.line if isinstance(action, MalformedLine) else None
-                return await self._stream(request, upstream, prefix)
+                return await self._stream(request, upstream, rule)
             payload = await upstream.read()
             response = web.Response(status=upstream.status, body=payload)
             _copy_headers(upstream, response)
@@ -284,15 +293,17 @@ class FaultProxy:
         )
 
     async def _stream(
-        self, request: web.Request, upstream: aiohttp.ClientResponse, prefix: bytes | None
+        self, request: web.Request, upstream: aiohttp.ClientResponse, rule: Rule | None
     ) -> web.StreamResponse:
         response = web.StreamResponse(status=upstream.status)
         _copy_headers(upstream, response)
         await response.prepare(request)
         self._watches[id(request)] = request
         try:
-            if prefix is not None:
-                await response.write(prefix + b"\n")
+            if rule is not None and isinstance(rule.action, MalformedLine):
+                await response.write(rule.action.line + b"\n")
+            if rule is not None and isinstance(rule.action, Stall):
+                await _hold(rule)  # the server's events wait in the upstream connection
             while line := await upstream.content.readline():
                 await response.write(line)
         except (aiohttp.ClientError, ConnectionError):

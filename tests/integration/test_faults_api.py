@@ -17,9 +17,11 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from kai_operator_support import (
+    bound_pods,
     create_queue,
     delete_queue,
     gpu_job,
+    gpu_pod,
     list_pod_groups,
     operator_config,
     pods_in,
@@ -37,6 +39,7 @@ from kai.testing.controlplane import ClusterAccess
 from kai.testing.fakes import GpuNode, NodeFactory, set_pod_phase
 from kai.testing.faultproxy import (
     Action,
+    CommitThenDrop,
     CommitThenHang,
     Fail,
     FaultProxy,
@@ -44,6 +47,7 @@ from kai.testing.faultproxy import (
     Hang,
     MalformedLine,
     Rule,
+    Stall,
     Throttle,
 )
 from kai.testing.invariants import InvariantWatcher
@@ -285,3 +289,39 @@ def _follows(operator: Operator) -> Callable[[], Awaitable[bool]]:
         return not operator.is_leader()
 
     return check
+
+
+async def test_a_bind_whose_answer_is_lost_holds_its_capacity_until_the_watch_shows_it(
+    api: client.ApiClient,
+    namespace: str,
+    gpu_nodes: NodeFactory,
+    fault_proxy: FaultProxy,
+    invariants: InvariantWatcher,
+) -> None:
+    """The first bind commits but its answer is lost, and the operator's pod watch lags: only a
+    scheduler that assumes the bind happened keeps the node's GPUs for it. One that counts it
+    as failed gives the same GPUs to the second pod, and the node holds twice what it has."""
+    queue = unique("faults")
+    await create_queue(api, queue)
+    try:
+        node = unique("gpu")
+        await gpu_nodes(GpuNode(name=node, gpus=GPUS_PER_POD, gpu_memory_mib=40960))
+        core = client.CoreV1Api(api)
+        for name in ("one", "two"):
+            await core.create_namespaced_pod(namespace, gpu_pod(name, queue, gpus=GPUS_PER_POD))
+        lost = fault_proxy.add(Rule("POST", r"/binding$", CommitThenDrop(), times=1))
+        stalled = fault_proxy.add(Rule("GET", POD_WATCH, Stall(), watch=True))
+        config = operator_config(fault_proxy.kubeconfig, namespace)
+        async with running_operator(config) as (operator, _), reporting(invariants):
+            await wait_fired(lost)
+            await wait_fired(stalled)
+            await _cycles(operator, 10)  # every chance to hand the node out again
+            assert invariants.current_violations() == []
+            fault_proxy.remove(stalled)
+            await wait_bound(api, namespace, 1)
+            for first in await bound_pods(api, namespace):
+                await set_pod_phase(api, namespace, first, "Succeeded")
+            await wait_bound(api, namespace, 2)
+        assert await invariants.verify([queue]) == []
+    finally:
+        await delete_queue(api, queue)
