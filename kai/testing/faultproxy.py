@@ -69,6 +69,13 @@ class CommitThenHang:
 
 
 @dataclass(frozen=True)
+class Delay:
+    """Forward the request (so it takes effect), then send the answer only after `seconds`."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
 class Drop:
     """Close the connection without forwarding or answering."""
 
@@ -99,7 +106,16 @@ class Stall:
 
 
 Action = (
-    Fail | Throttle | CommitThenDrop | CommitThenHang | Drop | Hang | Gone | MalformedLine | Stall
+    Fail
+    | Throttle
+    | CommitThenDrop
+    | CommitThenHang
+    | Delay
+    | Drop
+    | Hang
+    | Gone
+    | MalformedLine
+    | Stall
 )
 
 
@@ -121,7 +137,9 @@ class Rule:
     fired: int = 0
     seen: int = 0
     abandoned: int = 0
-    """Held requests (Hang, CommitThenHang) whose client gave up waiting, e.g. timed out."""
+    """Held requests (Hang, CommitThenHang, Delay) whose client gave up waiting, e.g. timed out."""
+    delivered: int = 0
+    """Answers sent late (Delay)."""
     _released: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
     def matches(self, method: str, path: str, is_watch: bool) -> bool:
@@ -274,6 +292,14 @@ class FaultProxy:
             if is_watch and upstream.status == 200:
                 return await self._stream(request, upstream, rule)
             payload = await upstream.read()
+            if isinstance(action, Delay):
+                assert rule is not None
+                try:
+                    await asyncio.sleep(action.seconds)
+                except asyncio.CancelledError:  # the client gave up first
+                    rule.abandoned += 1
+                    raise
+                rule.delivered += 1
             response = web.Response(status=upstream.status, body=payload)
             _copy_headers(upstream, response)
             return response

@@ -41,6 +41,7 @@ from kai.testing.faultproxy import (
     Action,
     CommitThenDrop,
     CommitThenHang,
+    Delay,
     Fail,
     FaultProxy,
     Gone,
@@ -118,7 +119,7 @@ async def _bind_fault_scenario(
             await _submit(api, namespace, "first", queue, GANG_SIZE)
             await wait_fired(rule)
             await _submit(api, namespace, "second", queue, GANG_SIZE)
-            await wait_for("both gangs grouped", _groups(api, namespace, 2))
+            await wait_for("both gangs grouped", _groups(api, namespace, 2), timeout=120)
             await _cycles(operator, 5)
             if isinstance(rule.action, CommitThenHang):
                 await wait_for("the operator to give up on the held bind", _abandoned(rule), 120)
@@ -245,7 +246,7 @@ async def test_a_malformed_watch_line_does_not_stop_the_operator(
     await _watch_fault_scenario(api, namespace, gpu_nodes, fault_proxy, invariants, MalformedLine())
 
 
-async def test_a_leader_whose_api_server_hangs_hands_over_to_the_standby(
+async def test_a_leader_whose_renewal_is_answered_late_binds_nothing_once_the_standby_leads(
     api: client.ApiClient,
     namespace: str,
     gpu_nodes: NodeFactory,
@@ -253,33 +254,46 @@ async def test_a_leader_whose_api_server_hangs_hands_over_to_the_standby(
     invariants: InvariantWatcher,
     control_plane: ClusterAccess,
 ) -> None:
-    """Everything the leader sends hangs (its Lease renewal too); the standby, not behind the
-    proxy, takes over and schedules; the held requests are dropped, never carried out."""
-    async with _queue_with_room(api, gpu_nodes) as queue:
+    """The leader's Lease renewal commits but its answer comes late, after the Lease has expired
+    for the standby (its later renewals hang). The standby takes over; its binds are held in
+    its own proxy, so the jobs submitted then wait. Leadership counted from when the renewal
+    was answered, not sent, would let the old leader bind them: each bind it sends is counted
+    (and refused with 503) here, and there must be none."""
+    async with (
+        _queue_with_room(api, gpu_nodes) as queue,
+        FaultProxy.for_control_plane(control_plane) as standby_proxy,
+    ):
         leader_config = operator_config(fault_proxy.kubeconfig, namespace)
         standby_config = operator_config(
-            control_plane.kubeconfig, namespace, lease_name=leader_config.lease_name
+            standby_proxy.kubeconfig, namespace, lease_name=leader_config.lease_name
         )
         async with contextlib.AsyncExitStack() as stack, reporting(invariants):
             leader, _ = await stack.enter_async_context(running_operator(leader_config))
             await wait_for("the proxied replica to lead", _leads(leader))
             standby, _ = await stack.enter_async_context(running_operator(standby_config))
-            hang = fault_proxy.add(Rule("*", "", Hang(), watch=False))
-            await wait_fired(hang)
-            await _submit(api, namespace, "first", queue, GANG_SIZE)
+            late = fault_proxy.add(Rule("PUT", r"/leases/", Delay(15), times=1))
+            await wait_fired(late)
+            fault_proxy.add(Rule("*", r"/leases/", Hang()))  # while the late answer is held
             await wait_for("the standby to take over", _leads(standby), timeout=120)
-            await wait_for("the hung replica to step down", _follows(leader), timeout=120)
-            await wait_bound(api, namespace, GANG_SIZE)
-            fault_proxy.remove(hang)
-            await _finish_job(api, namespace, "first")
+            held = standby_proxy.add(Rule("POST", r"/binding$", Hang()))
+            deposed_binds = fault_proxy.add(Rule("POST", r"/binding$", Fail(503)))
+            await _submit(api, namespace, "first", queue, GANG_SIZE)
             await _submit(api, namespace, "second", queue, GANG_SIZE)
+            await wait_fired(held)
+            await wait_for("the late answer, or the leader giving up on it", _over(late), 120)
+            await wait_for("the old leader to step down", _follows(leader), timeout=120)
+            assert deposed_binds.fired == 0
+            standby_proxy.remove(held)
+            await wait_bound(api, namespace, GANG_SIZE)
+            for pod in await bound_pods(api, namespace):
+                await set_pod_phase(api, namespace, pod, "Succeeded")
             await wait_bound(api, namespace, 2 * GANG_SIZE)
         assert await invariants.verify([queue]) == []
 
 
-def _leads(operator: Operator) -> Callable[[], Awaitable[bool]]:
+def _over(rule: Rule) -> Callable[[], Awaitable[bool]]:
     async def check() -> bool:
-        return operator.is_leader()
+        return rule.delivered + rule.abandoned >= 1
 
     return check
 
@@ -287,6 +301,13 @@ def _leads(operator: Operator) -> Callable[[], Awaitable[bool]]:
 def _follows(operator: Operator) -> Callable[[], Awaitable[bool]]:
     async def check() -> bool:
         return not operator.is_leader()
+
+    return check
+
+
+def _leads(operator: Operator) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return operator.is_leader()
 
     return check
 
