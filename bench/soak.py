@@ -339,6 +339,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 "gpusPerNode": args.gpus_per_node,
                 "violations": violations,
                 "binds": watcher.binds,
+                "eventsRecorded": len(watcher.events),
+                "watcherRelists": watcher.relists,
                 "jobsSubmitted": workload.submitted,
                 "jobsDeleted": workload.deleted_jobs,
                 "podsFinished": workload.finished_pods,

@@ -8,7 +8,7 @@ with the admin certificate, and applies the first active rule that matches a
 request's method and path. Tests switch rules on and off while the client runs
 and wait on each rule's `fired` count rather than on time.
 
-    async with FaultProxy(access) as proxy:
+    async with FaultProxy.for_control_plane(access) as proxy:
         rule = proxy.add(Rule("POST", r"/binding$", Fail(503), times=2))
         ...  # point the client at proxy.kubeconfig
         await wait_for(lambda: rule.fired == 2)
@@ -165,7 +165,6 @@ class FaultProxy:
         self._session: aiohttp.ClientSession | None = None
         self.actions: Counter[str] = Counter()
         """How often each kind of fault was applied, by action class name."""
-        self.forwarded = 0
         self.watches_dropped = 0
         self.url = ""
         self.kubeconfig = Path()
@@ -241,9 +240,6 @@ class FaultProxy:
         self.watches_dropped += len(cut)
         return len(cut)
 
-    def open_watches(self, path: str = "") -> int:
-        return sum(1 for request in self._watches.values() if re.search(path, request.path))
-
     def _rule_for(self, request: web.Request, is_watch: bool) -> Rule | None:
         for rule in self._rules:
             if rule.matches(request.method, request.path, is_watch):
@@ -306,7 +302,6 @@ class FaultProxy:
 
     async def _forward(self, request: web.Request, body: bytes) -> aiohttp.ClientResponse:
         assert self._session is not None
-        self.forwarded += 1
         headers = {
             k: request.headers[k] for k in _FORWARDED_REQUEST_HEADERS if k in request.headers
         }

@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -125,13 +125,19 @@ class InvariantWatcher:
     """Records every Pod, Node, PodGroup and Queue change and checks the invariants on each.
 
     `stale_grace_seconds` is the scheduler's stale-gang grace; `slack_seconds` is
-    the time the scheduler gets, after the grace, to evict a partial gang.
+    the time the scheduler gets, after the grace, to evict a partial gang; `clock`
+    (monotonic seconds) dates the events.
     """
 
     def __init__(
-        self, kubeconfig: Path, stale_grace_seconds: float = 60.0, slack_seconds: float = 30.0
+        self,
+        kubeconfig: Path,
+        stale_grace_seconds: float = 60.0,
+        slack_seconds: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._kubeconfig = kubeconfig
+        self._clock = clock
         self._gang_patience = stale_grace_seconds + slack_seconds
         self._state = _State()
         self._tasks: list[asyncio.Task[None]] = []
@@ -174,12 +180,9 @@ class InvariantWatcher:
         self._tasks = []
         await self._stack.aclose()
 
-    def pods(self) -> dict[str, dict[str, Any]]:
-        return dict(self._state.objects["Pod"])
-
     def current_violations(self) -> list[str]:
         """What has been broken so far, plus partial gangs that are past their patience now."""
-        now = time.monotonic()
+        now = self._clock()
         open_gangs = [
             f"PodGroup {key} below minMember for {now - gang.below_since:.0f}s (still open)"
             for key, gang in sorted(self._state.gangs.items())
@@ -234,10 +237,10 @@ class InvariantWatcher:
         items = {_key(item): item for item in listing.get("items") or []}
         known = self._state.objects[collection.kind]
         for key in set(known) - set(items):
-            self._apply(collection.kind, "DELETED", known[key])
+            self.record(collection.kind, "DELETED", known[key])
         for key, item in items.items():
             if known.get(key) != item:
-                self._apply(collection.kind, "ADDED" if key not in known else "MODIFIED", item)
+                self.record(collection.kind, "ADDED" if key not in known else "MODIFIED", item)
         self.relists += 1
         self._synced[collection.kind].set()
         return str((listing.get("metadata") or {}).get("resourceVersion") or "")
@@ -256,10 +259,11 @@ class InvariantWatcher:
                 return None
             version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
             if change != "BOOKMARK":
-                self._apply(collection.kind, change, obj)
+                self.record(collection.kind, change, obj)
         return version
 
-    def _apply(self, kind: str, change: str, obj: dict[str, Any]) -> None:
+    def record(self, kind: str, change: str, obj: dict[str, Any]) -> None:
+        """Take in one change (from the watch, or a relist's difference) and check it."""
         key = _key(obj)
         objects = self._state.objects[kind]
         before = objects.get(key)
@@ -267,7 +271,7 @@ class InvariantWatcher:
             objects.pop(key, None)
         else:
             objects[key] = obj
-        now = time.monotonic()
+        now = self._clock()
         spec, status = obj.get("spec") or {}, obj.get("status") or {}
         self.events.append(
             Recorded(
