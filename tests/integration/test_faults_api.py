@@ -1,13 +1,14 @@
 """The fault matrix, API side: the operator talks to kube-apiserver through the fault proxy.
 
 Each test runs the operator in process against the proxy, injects one kind of
-fault (lost bind answers, 5xx, 429, broken watches, a hung Lease renewal), lets
-the fault clear, and then requires that the workload is scheduled and that the
-independent watcher saw no invariant broken at any point: no pod bound twice,
-no queue over its limit, no gang left partial, Queue status equal to what runs.
+fault (lost bind answers, 5xx, 429, broken, expired or garbled watches, a lagging
+watch, a Lease renewal answered late), lets the fault clear, and then requires
+that the workload is scheduled and that the independent watcher saw no invariant
+broken at any point: no pod bound twice, no queue over its limit, no gang left
+partial, Queue status equal to what runs.
 
-The cluster is always sized so that the queue's GPU limit, not the nodes, is
-what holds back the second job: a scheduler that loses track of a committed or
+The job tests size the cluster so that the queue's GPU limit, not the nodes,
+holds back the second gang: a scheduler that loses track of a committed or
 retried bind hands the same quota out twice, and the watcher sees it.
 """
 
