@@ -195,7 +195,7 @@ async def _watch_fault_scenario(
 ) -> None:
     """Break the operator's watches (optionally answering the re-watch with `action`) between jobs.
 
-    The first job runs and finishes while the watch is broken: only an operator
+    The first gang finishes right after the watches are cut: only an operator
     whose cache caught up again sees the freed quota and binds the second.
     """
     async with _queue_with_room(api, gpu_nodes) as queue:

@@ -78,8 +78,8 @@ async def test_the_operator_recovers_when_kube_apiserver_restarts(
     invariants: InvariantWatcher,
 ) -> None:
     """Every watch and connection breaks, the Lease cannot be renewed for a while; the first
-    gang finishes while the server is down for the operator, and only an operator whose cache
-    caught up again sees the quota free for the second."""
+    gang finishes right after the restart, and only an operator whose cache caught up again
+    sees the quota free for the second."""
     plane, access = control_plane_processes
     async with _queue_and_nodes(api, gpu_nodes, GANG_SIZE * GPUS_PER_POD) as queue:
         config = operator_config(access.kubeconfig, namespace)
