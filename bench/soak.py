@@ -297,7 +297,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         async with (
             client,
             FaultProxy.for_control_plane(access) as proxy,
-            InvariantWatcher(access.kubeconfig) as watcher,
+            InvariantWatcher(access.kubeconfig, namespace=NAMESPACE) as watcher,
         ):
             kube = Kube(client)
             await _prepare(kube, access, args.nodes, args.gpus_per_node)

@@ -126,7 +126,9 @@ class InvariantWatcher:
 
     `stale_grace_seconds` is the scheduler's stale-gang grace; `slack_seconds` is
     the time the scheduler gets, after the grace, to evict a partial gang; `clock`
-    (monotonic seconds) dates the events.
+    (monotonic seconds) dates the events. With `namespace`, only that namespace's
+    pods and PodGroups are followed (the run's own, not those of earlier runs that
+    are still being deleted); nodes and queues are cluster-wide.
     """
 
     def __init__(
@@ -135,8 +137,10 @@ class InvariantWatcher:
         stale_grace_seconds: float = 60.0,
         slack_seconds: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        namespace: str | None = None,
     ) -> None:
         self._kubeconfig = kubeconfig
+        self._namespace = namespace
         self._clock = clock
         self._gang_patience = stale_grace_seconds + slack_seconds
         self._state = _State()
@@ -209,7 +213,7 @@ class InvariantWatcher:
         return found
 
     async def verify(self, queues: Iterable[str], timeout: float = 90.0) -> list[str]:
-        """Every violation of the run, after waiting (up to `timeout`) for queue status to settle."""
+        """Every violation of the run, once queue status has settled (waiting up to `timeout`)."""
         names = list(queues)
         deadline = time.monotonic() + timeout
         while self.queue_status_mismatches(names) and time.monotonic() < deadline:
@@ -264,6 +268,9 @@ class InvariantWatcher:
 
     def record(self, kind: str, change: str, obj: dict[str, Any]) -> None:
         """Take in one change (from the watch, or a relist's difference) and check it."""
+        namespace = (obj.get("metadata") or {}).get("namespace")
+        if self._namespace is not None and namespace and namespace != self._namespace:
+            return
         key = _key(obj)
         objects = self._state.objects[kind]
         before = objects.get(key)

@@ -101,9 +101,11 @@ async def fault_proxy(control_plane: ClusterAccess) -> AsyncIterator[FaultProxy]
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def invariants(control_plane: ClusterAccess) -> AsyncIterator[InvariantWatcher]:
-    """An independent watcher of the whole test, straight to the API server (not the proxy)."""
-    async with InvariantWatcher(control_plane.kubeconfig) as watcher:
+async def invariants(
+    control_plane: ClusterAccess, namespace: str
+) -> AsyncIterator[InvariantWatcher]:
+    """An independent watcher of the test's namespace, straight to the API server."""
+    async with InvariantWatcher(control_plane.kubeconfig, namespace=namespace) as watcher:
         yield watcher
 
 

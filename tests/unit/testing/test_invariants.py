@@ -132,3 +132,11 @@ def test_queue_status_must_equal_its_running_pods() -> None:
     assert seen.queue_status_mismatches(["q"]) == [
         "Queue q status.allocated nvidia.com/gpu=2, running pods hold 0"
     ]
+
+
+def test_a_watcher_of_one_namespace_ignores_pods_elsewhere() -> None:
+    seen = InvariantWatcher(Path("unused"), namespace="other")
+    seen.record("Node", "ADDED", node("n1", 1))
+    seen.record("Pod", "MODIFIED", pod("a", 2, "n1"))
+    assert seen.current_violations() == []
+    assert seen.binds == 0
