@@ -96,6 +96,8 @@ class ControlPlane:
         self._children: list[Child] = []
         self._workdir: Path | None = None
         self._handles_sigterm = False
+        self._apiserver: tuple[Child, list[str], RestClient] | None = None
+        """The running kube-apiserver, its argv and a client, for `restart_apiserver`."""
         self.times = StartupTimes()
 
     def __enter__(self) -> ClusterAccess:
@@ -125,6 +127,7 @@ class ControlPlane:
         """Stop the components (newest first) and delete the temporary folder."""
         while self._children:
             self._children.pop().stop(_STOP_GRACE_SECONDS)
+        self._apiserver = None
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
@@ -150,8 +153,10 @@ class ControlPlane:
         etcd_url = self._start_etcd(workdir)
         mark("etcd")
         server = f"https://127.0.0.1:{free_loopback_port()}"
-        apiserver = self._spawn("kube-apiserver", self._apiserver_argv(pki, etcd_url, server))
+        apiserver_argv = self._apiserver_argv(pki, etcd_url, server)
+        apiserver = self._spawn("kube-apiserver", apiserver_argv)
         rest = RestClient(server, str(pki.ca.cert), pki.admin)
+        self._apiserver = (apiserver, apiserver_argv, rest)
         self._wait("kube-apiserver /readyz", lambda: _ok(rest, "/readyz"), 60, [apiserver])
         mark("kube-apiserver")
         kubeconfig = write_kubeconfig(
@@ -183,6 +188,23 @@ class ControlPlane:
         mark("kube-controller-manager")
         return ClusterAccess(
             server=server, kubeconfig=kubeconfig, ca_cert=pki.ca.cert, workdir=workdir
+        )
+
+    def restart_apiserver(self, timeout: float = 120) -> None:
+        """Kill kube-apiserver (SIGKILL) and start it again on the same port and etcd.
+
+        For fault tests: every client connection breaks and every watch ends, while
+        the cluster's state survives in etcd. Returns once the new one is ready.
+        """
+        if self._apiserver is None:
+            raise RuntimeError("control plane not started")
+        old, argv, rest = self._apiserver
+        old.stop(grace_seconds=0)
+        self._children.remove(old)
+        fresh = self._spawn("kube-apiserver", argv)
+        self._apiserver = (fresh, argv, rest)
+        self._wait(
+            "restarted kube-apiserver /readyz", lambda: _ok(rest, "/readyz"), timeout, [fresh]
         )
 
     def _spawn(self, name: str, argv: Sequence[str]) -> Child:

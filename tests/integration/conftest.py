@@ -29,6 +29,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kai.testing.binaries import Binaries, BinariesMissingError, locate_binaries
 from kai.testing.controlplane import ClusterAccess, ControlPlane
 from kai.testing.fakes import GpuNode, NodeFactory, create_gpu_node
+from kai.testing.faultproxy import FaultProxy
+from kai.testing.invariants import InvariantWatcher
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -75,10 +77,36 @@ def _binaries_or_skip() -> Binaries:
 
 
 @pytest.fixture(scope="session")
-def control_plane() -> Iterator[ClusterAccess]:
-    """The session's control plane; skipped (failed in CI) if not built."""
-    with ControlPlane(_binaries_or_skip(), REPO_ROOT / "crds") as access:
-        yield access
+def control_plane_processes() -> Iterator[tuple[ControlPlane, ClusterAccess]]:
+    """The session's control plane and how to reach it; skipped (failed in CI) if not built.
+
+    Fault tests restart its kube-apiserver through the ControlPlane.
+    """
+    plane = ControlPlane(_binaries_or_skip(), REPO_ROOT / "crds")
+    with plane as access:
+        yield plane, access
+
+
+@pytest.fixture(scope="session")
+def control_plane(control_plane_processes: tuple[ControlPlane, ClusterAccess]) -> ClusterAccess:
+    """How to reach the session's control plane."""
+    return control_plane_processes[1]
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def fault_proxy(control_plane: ClusterAccess) -> AsyncIterator[FaultProxy]:
+    """A fault-injecting proxy in front of the session's API server, stopped after the test."""
+    async with FaultProxy.for_control_plane(control_plane) as proxy:
+        yield proxy
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def invariants(
+    control_plane: ClusterAccess, namespace: str
+) -> AsyncIterator[InvariantWatcher]:
+    """An independent watcher of the test's namespace, straight to the API server."""
+    async with InvariantWatcher(control_plane.kubeconfig, namespace=namespace) as watcher:
+        yield watcher
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

@@ -24,6 +24,8 @@ from kai.engine.cycle import run_cycle
 from kai.operator.app import Operator, run_operator
 from kai.operator.config import DEFAULT_RESERVATION_NAMESPACE, OperatorConfig
 from kai.operator.isolation import Engine
+from kai.testing.faultproxy import Rule
+from kai.testing.invariants import InvariantWatcher
 
 QUEUES = ("scheduling.run.ai", "v2", "queues")
 POD_GROUPS = ("scheduling.run.ai", "v2alpha2", "podgroups")
@@ -261,3 +263,33 @@ async def events_for(api: client.ApiClient, namespace: str, name: str) -> list[c
     )
     events: list[client.CoreV1Event] = listing.items
     return events
+
+
+async def wait_bound(
+    api: client.ApiClient, namespace: str, count: int, timeout: float = 120
+) -> None:
+    """Wait until `count` pods of the namespace are bound (generous: the machine may be loaded)."""
+
+    async def enough() -> bool:
+        return len(await bound_pods(api, namespace)) >= count
+
+    await wait_for(f"{count} pods bound in {namespace}", enough, timeout=timeout, every=0.2)
+
+
+async def wait_fired(rule: Rule, times: int = 1, timeout: float = 120) -> None:
+    """Wait until the fault proxy has applied `rule` at least `times` times."""
+
+    async def fired() -> bool:
+        return rule.fired >= times
+
+    await wait_for(f"{rule} to fire {times}x", fired, timeout=timeout)
+
+
+@contextlib.asynccontextmanager
+async def reporting(watcher: InvariantWatcher) -> AsyncIterator[None]:
+    """A failed wait also says which invariants had been broken by then (often the cause)."""
+    try:
+        yield
+    except AssertionError as error:
+        broken = watcher.current_violations()
+        raise AssertionError(f"{error}; invariants broken so far: {broken}") from error
