@@ -38,6 +38,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="port of /metrics, /healthz, /readyz (-1: off)",
     )
     parser.add_argument("--bind-concurrency", type=_positive, default=32)
+    parser.add_argument(
+        "--burst-pods",
+        type=int,
+        default=500,
+        help="new pods one cycle takes on at most; the rest go to the next cycle (0: no bound)",
+    )
     parser.add_argument("--namespace", default=default_namespace(), help="namespace of the Lease")
     parser.add_argument("--identity", default=None, help="leader-election identity")
     parser.add_argument("--lease-name", default="kai-scheduler")
@@ -66,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
         time_limit_seconds=args.time_limit,
         metrics_port=args.metrics_port,
         bind_concurrency=args.bind_concurrency,
+        burst_pods=args.burst_pods,
         namespace=args.namespace,
         identity=args.identity or default_identity(),
         leader_election=not args.no_leader_election,

@@ -99,6 +99,7 @@ async def run_operator(
                 events,
                 config.reservation_namespace,
                 config.write_concurrency,
+                config.burst_pods,
             ),
             binder=Binder(kube, sharing, backoff, events, config.bind_concurrency, is_leader),
             sharing=sharing,

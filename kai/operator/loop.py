@@ -181,6 +181,8 @@ class SchedulingLoop:
             ms={step: round(seconds * 1000, 1) for step, seconds in timings.items()},
             total_ms=round(elapsed * 1000, 1),
         )
+        if plans.deferred:  # the rest of a burst: the next cycle starts at once
+            self._cache.changed.set()
         self.cycles += 1
         self.recent.append(CycleSummary(cycle_id, tuple(sorted(bound)), elapsed))
 
