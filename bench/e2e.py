@@ -196,10 +196,15 @@ class BindWatch:
 
 
 async def _delete_pods(kube: Kube) -> None:
-    path = f"/api/v1/namespaces/{NAMESPACE}/pods"
-    await kube.delete(path, {"gracePeriodSeconds": 0})
-    while (await kube.get(path, [("limit", "1")]))["items"]:
-        await asyncio.sleep(0.2)
+    """Pods and kai's PodGroups, so that the next run starts from an empty namespace (the
+    garbage collector would delete the groups, but late, while the next run writes)."""
+    for path in (
+        f"/api/v1/namespaces/{NAMESPACE}/pods",
+        f"/apis/scheduling.run.ai/v2alpha2/namespaces/{NAMESPACE}/podgroups",
+    ):
+        await kube.delete(path, {"gracePeriodSeconds": 0})
+        while (await kube.get(path, [("limit", "1")]))["items"]:
+            await asyncio.sleep(0.2)
 
 
 def _kai_process(

@@ -16,12 +16,20 @@ of one controller (a Job's, a ReplicaSet's) are taken together, so a gang is
 not split between cycles by this bound; a gang spread over several controllers
 may be, and then waits whole (the engine never binds a gang below its
 minimum) until the next cycle groups its other pods.
+
+While a burst lasts, a cycle writes the status of the groups it could not
+schedule (their reasons) but not of those it scheduled: that would be one more
+write per pod on the API server the binds are waiting for. The cycle after the
+burst writes them, as every cycle compares every group's status with the
+cluster's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from kai.engine.cycle import GroupDecision
 
 Waiting = tuple[str, Mapping[str, Any]]
 """A pod that needs a PodGroup: its key ("namespace/name") and the pod."""
@@ -57,3 +65,13 @@ def _controller(item: Waiting) -> str:
         if reference.get("controller"):
             return str(reference.get("uid") or key)
     return key
+
+
+def statuses_to_write(
+    decisions: Mapping[str, GroupDecision], burst_continues: bool
+) -> Mapping[str, GroupDecision]:
+    """The decisions whose PodGroup status this cycle writes: the unscheduled only while a
+    burst continues (see above), all of them otherwise."""
+    if not burst_continues:
+        return decisions
+    return {key: decision for key, decision in decisions.items() if not decision.scheduled}

@@ -32,6 +32,7 @@ from kai.engine.fairshare import QueueShare
 from kai.engine.model import EngineConfig, PodPhase, Snapshot
 from kai.operator.backoff import BindBackoff
 from kai.operator.binder import Annotations, Binder
+from kai.operator.burst import statuses_to_write
 from kai.operator.cache import ClusterCache, ClusterView
 from kai.operator.events import EventRecorder
 from kai.operator.gpu_sharing import GpuSharing, reservation_pods
@@ -165,7 +166,8 @@ class SchedulingLoop:
             after = _with_binds(snapshot, bound)
             with _timed(timings, "status"):
                 shares = queue_shares(after)
-                await self._status.publish(view, after, shares, result.groups, now)
+                decisions = statuses_to_write(result.groups, burst_continues=plans.deferred > 0)
+                await self._status.publish(view, after, shares, decisions, now)
             with _timed(timings, "gpu-sharing"):
                 await self._tend_reservations()
             await self._events.flush()

@@ -1,8 +1,9 @@
 """A burst of new pods is taken on a bounded number per cycle, first in line first.
 
 With `burst_pods` = 5 and 12 pending pods, no cycle binds more than 5, the cycles
-bind the pods in the order they were created, and a pod that does not fit, left
-for a later cycle by the bound, still gets its reason.
+bind the pods in the order they were created, a pod that does not fit, left
+for a later cycle by the bound, still gets its reason, and the status of the
+groups bound during the burst is written once it is over.
 """
 
 from __future__ import annotations
@@ -69,5 +70,14 @@ async def test_a_burst_is_bound_a_bounded_number_per_cycle_in_order(
 
             await wait_for("the pod that does not fit to get its reason", too_big_has_a_reason)
             assert "too-big" not in await bound_pods(api, namespace)
+
+            async def bound_groups_show_their_gpu() -> bool:  # written once the burst is over
+                allocated = [
+                    ((g.get("status") or {}).get("resourcesStatus") or {}).get("allocated") or {}
+                    for g in await list_pod_groups(api, namespace)
+                ]
+                return sum(1 for a in allocated if a.get("nvidia.com/gpu") == "1") == FITTING
+
+            await wait_for("every bound group's status", bound_groups_show_their_gpu)
     finally:
         await delete_queue(api, queue)
