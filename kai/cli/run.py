@@ -39,6 +39,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--bind-concurrency", type=_positive, default=32)
     parser.add_argument(
+        "--write-concurrency",
+        type=_positive,
+        default=16,
+        help="PodGroup, status and event writes in flight at once",
+    )
+    parser.add_argument(
         "--burst-pods",
         type=int,
         default=500,
@@ -73,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         bind_concurrency=args.bind_concurrency,
         burst_pods=args.burst_pods,
+        write_concurrency=args.write_concurrency,
         namespace=args.namespace,
         identity=args.identity or default_identity(),
         leader_election=not args.no_leader_election,
