@@ -26,15 +26,15 @@ def test_nearest_rank_percentiles() -> None:
 
 def test_a_burst_summary_is_the_median_run() -> None:
     rows = [
-        {"seconds": 10.0, "firstBindSeconds": 1.0, "firstBindAfterReadySeconds": 0.5},
+        {"seconds": 10.0, "firstBindSeconds": 1.0, "firstBindAfterCycleStartSeconds": 0.5},
         {"seconds": 40.0, "firstBindSeconds": 3.0},  # an outlier does not move the median
-        {"seconds": 20.0, "firstBindSeconds": 2.0, "firstBindAfterReadySeconds": 0.7},
+        {"seconds": 20.0, "firstBindSeconds": 2.0, "firstBindAfterCycleStartSeconds": 0.7},
     ]
     summary = summarize_bursts(1000, rows)
     assert summary["seconds"] == 20.0
     assert summary["podsBoundPerSecond"] == 50.0
     assert summary["firstBindSeconds"] == 2.0
-    assert "firstBindAfterReadySeconds" not in summary  # not every run has it: no median
+    assert "firstBindAfterCycleStartSeconds" not in summary  # not every run has it: no median
     assert summary["runs"] == rows
 
 
