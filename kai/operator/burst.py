@@ -12,10 +12,14 @@ catches up, and it gets its reason from the engine in the cycle that groups it.
 Who is first: the pod's priority (higher first, as KAI's job order), then the
 oldest, then by name, so a burst is taken on in the order the engine would offer
 it and a later cycle never overtakes an earlier pod of the same priority. Pods
-of one controller (a Job's, a ReplicaSet's) are taken together, so a gang is
-not split between cycles by this bound; a gang spread over several controllers
-may be, and then waits whole (the engine never binds a gang below its
-minimum) until the next cycle groups its other pods.
+of one controller (a Job's, a PyTorchJob's, a StatefulSet's) are taken
+together, so a gang is not split between cycles by this bound; so one Job of
+thousands of pods is still one cycle. A ReplicaSet's are not: a Deployment's
+pods get a PodGroup each and a bare ReplicaSet's share one of minimum 1, so
+neither is a gang, and a Deployment scaled to thousands is taken `limit` at a
+time. A gang spread over several controllers may be split, and then waits
+whole (the engine never binds a gang below its minimum; the group's reason
+says pods are missing) until the next cycle groups its other pods.
 
 While a burst lasts, a cycle writes the status of the groups it could not
 schedule (their reasons) but not of those it scheduled: that would be one more
@@ -59,10 +63,10 @@ def _place_in_line(item: Waiting) -> tuple[int, str, str]:
 
 
 def _controller(item: Waiting) -> str:
-    """The uid of the pod's controlling owner, or the pod's own key when it has none."""
+    """The uid of the controller whose pods are taken together, else the pod's own key."""
     key, pod = item
     for reference in (pod.get("metadata") or {}).get("ownerReferences") or []:
-        if reference.get("controller"):
+        if reference.get("controller") and reference.get("kind") != "ReplicaSet":
             return str(reference.get("uid") or key)
     return key
 

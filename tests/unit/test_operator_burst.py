@@ -8,11 +8,11 @@ from kai.operator.burst import first_in_line
 
 
 def _pod(
-    name: str, created: str, priority: int = 0, owner: str | None = None
+    name: str, created: str, priority: int = 0, owner: str | None = None, kind: str = "Job"
 ) -> tuple[str, dict[str, Any]]:
     metadata: dict[str, Any] = {"name": name, "creationTimestamp": created}
     if owner is not None:
-        metadata["ownerReferences"] = [{"kind": "Job", "uid": owner, "controller": True}]
+        metadata["ownerReferences"] = [{"kind": kind, "uid": owner, "controller": True}]
     return f"ns/{name}", {"metadata": metadata, "spec": {"priority": priority}}
 
 
@@ -42,6 +42,16 @@ def test_a_controllers_pods_are_taken_together() -> None:
     taken, left = first_in_line(waiting, 2)
     assert _names(taken) == ["solo", "job-0", "job-1"]
     assert left == 1
+
+
+def test_a_replicasets_pods_are_not_a_gang_and_are_taken_limit_at_a_time() -> None:
+    waiting = [
+        _pod(f"web-{index}", "2026-01-01T00:00:01Z", owner="rs", kind="ReplicaSet")
+        for index in range(5)
+    ]
+    taken, left = first_in_line(waiting, 2)
+    assert _names(taken) == ["web-0", "web-1"]
+    assert left == 3
 
 
 def test_no_bound_or_a_small_burst_takes_everything() -> None:
