@@ -5,8 +5,10 @@ A cycle: take a consistent view of the watch cache; plan the groups of new pods
 snapshot with the plans and the scheduler's own recent binds laid over it, and
 solve it on a worker thread (the engine is CPU-bound and must not stall the
 watches, the lease renewals or those writes on the event loop); bind, each pod
-as soon as its group is written; write status, events and metrics; collect
-unused GPU reservations. Only the leader runs cycles. A failing cycle is logged
+as soon as its group is written; collect unused GPU reservations; record
+metrics; then start writing status and events, which go out while the next
+cycle plans and binds (the next cycle waits for them before starting its own).
+Only the leader runs cycles. A failing cycle is logged
 and the next one starts from the cluster as it is then.
 """
 
@@ -27,7 +29,7 @@ import structlog
 
 from kai.api.pods import gpu_groups
 from kai.engine.accounting import queue_shares
-from kai.engine.cycle import CycleResult, run_cycle
+from kai.engine.cycle import CycleResult, GroupDecision, run_cycle
 from kai.engine.fairshare import QueueShare
 from kai.engine.model import EngineConfig, PodPhase, Snapshot
 from kai.operator.backoff import BindBackoff
@@ -99,11 +101,19 @@ class SchedulingLoop:
         self._debounce = debounce_seconds
         self._is_leader = is_leader
         self._assumed: dict[str, _AssumedAt] = {}
+        self._trailing: asyncio.Future[None] | None = None  # the last cycle's status and events
         self.cycles = 0
         self.recent: deque[CycleSummary] = deque(maxlen=64)
         self.last_tick = time.monotonic()
 
     async def run(self) -> None:
+        try:
+            await self._cycles()
+        finally:  # the last cycle's status and events must not outlive the scheduler
+            if self._trailing is not None:
+                self._trailing.cancel()
+
+    async def _cycles(self) -> None:
         await self._cache.wait_synced()
         started = 0.0
         while True:
@@ -164,13 +174,16 @@ class SchedulingLoop:
                 started = {pod.group for pod in snapshot.pods if pod.key in bound}
                 await self._stamps.publish(view.pod_groups, result.stamps, started)
             after = _with_binds(snapshot, bound)
-            with _timed(timings, "status"):
-                shares = queue_shares(after)
-                decisions = statuses_to_write(result.groups, burst_continues=plans.deferred > 0)
-                await self._status.publish(view, after, shares, decisions, now)
+            shares = queue_shares(after)
+            decisions = statuses_to_write(result.groups, burst_continues=plans.deferred > 0)
             with _timed(timings, "gpu-sharing"):
                 await self._tend_reservations()
-            await self._events.flush()
+            # Status and events go out while the next cycle plans and binds (kai.operator.burst);
+            # one cycle's at a time, in order, and a failure there fails the next cycle.
+            with _timed(timings, "previous-status"):
+                if self._trailing is not None:
+                    await self._trailing
+            self._trailing = asyncio.ensure_future(self._publish(after, shares, decisions, now))
         elapsed = time.monotonic() - began
         self._record(timings, elapsed, shares)
         log.info(
@@ -187,6 +200,17 @@ class SchedulingLoop:
             self._cache.changed.set()
         self.cycles += 1
         self.recent.append(CycleSummary(cycle_id, tuple(sorted(bound)), elapsed))
+
+    async def _publish(
+        self,
+        after: Snapshot,
+        shares: Mapping[str, QueueShare],
+        decisions: Mapping[str, GroupDecision],
+        now: datetime,
+    ) -> None:
+        """A cycle's status and events, against the cache as it is when they are written."""
+        await self._status.publish(self._cache.view(), after, shares, decisions, now)
+        await self._events.flush()
 
     async def _bind(
         self,
