@@ -50,6 +50,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=500,
         help="new pods one cycle takes on at most; the rest go to the next cycle (0: no bound)",
     )
+    parser.add_argument(
+        "--failed-cycles-unhealthy",
+        type=_positive,
+        default=5,
+        help="/healthz fails after this many failed cycles in a row (default 5)",
+    )
     parser.add_argument("--namespace", default=default_namespace(), help="namespace of the Lease")
     parser.add_argument("--identity", default=None, help="leader-election identity")
     parser.add_argument("--lease-name", default="kai-scheduler")
@@ -80,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         bind_concurrency=args.bind_concurrency,
         burst_pods=args.burst_pods,
         write_concurrency=args.write_concurrency,
+        failed_cycles_unhealthy=args.failed_cycles_unhealthy,
         namespace=args.namespace,
         identity=args.identity or default_identity(),
         leader_election=not args.no_leader_election,

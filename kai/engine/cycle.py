@@ -9,6 +9,7 @@ does I/O: the live operator and `kai simulate` call `run_cycle` with a snapshot 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -227,6 +228,10 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
         raise EngineInvariantError("evictions failed validation: " + "; ".join(future_problems))
     for key, message in outcome.waiting.items():
         decisions[key] = GroupDecision(key, groups[key].queue, False, PIPELINED, message)
+    for key, why in outcome.held_back.items():
+        pending = decisions.get(key)
+        if pending is not None and not pending.scheduled and pending.reason != PIPELINED:
+            decisions[key] = dataclasses.replace(pending, message=f"{pending.message}; {why}")
     return CycleResult(
         bindings,
         decisions,

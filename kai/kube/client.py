@@ -10,21 +10,33 @@ TLS settings), not through `ApiClient.call_api`: that path walks every body to
 sanitise it, and its session trusts the environment, which makes aiohttp look for
 a `.netrc` and for proxy variables on a worker thread for every request. Here the
 proxy is read from the configuration or the environment once, and a `.netrc` is
-not consulted (client-go does not either).
+not consulted (client-go does not either). Every request, watches included, goes
+through one RetryPolicy (kai/kube/retry.py).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import urllib.request
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
+import structlog
+from aiohttp.http_exceptions import LineTooLong
 from kubernetes_asyncio import config
 from kubernetes_asyncio.client import ApiClient, Configuration
+
+from kai.kube.retry import RetryPolicy
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+DEFAULT_RETRY = RetryPolicy()
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -32,6 +44,8 @@ USER_AGENT = "kai-scheduler"
 _AUTH = ["BearerToken"]
 _READ_BUFFER = 2**21
 """Watch events of large objects exceed aiohttp's default line buffer (etcd allows 1.5 MiB)."""
+_REPEATABLE_METHODS = ("GET", "PUT", "DELETE")
+_REPEATABLE_PATCHES = (MERGE_PATCH, "application/strategic-merge-patch+json")
 
 
 class ApiError(Exception):
@@ -71,11 +85,16 @@ class ApiError(Exception):
         return self.sent and (self.status == 0 or self.status >= 500)
 
 
+class UnreadableEventError(Exception):
+    """A watch stream sent a line that is no event: the event is lost, the stream is unusable."""
+
+
 class Kube:
     """JSON requests against one API server, with an ApiClient's credentials and connections."""
 
-    def __init__(self, client: ApiClient) -> None:
+    def __init__(self, client: ApiClient, retry: RetryPolicy = DEFAULT_RETRY) -> None:
         self._client = client
+        self._retry = retry
         configuration = client.configuration
         self._host = str(configuration.host).rstrip("/")
         self._server_hostname: str | None = configuration.tls_server_name or None
@@ -103,19 +122,24 @@ class Kube:
         body: object = None,
         content_type: str = "application/json",
         timeout: float = 30.0,
+        proceed: Callable[[], bool] | None = None,
     ) -> None:
         """A request whose answer is not needed: it is read but not decoded unless it is an error.
 
         The server answers a write with the whole object, and decoding thousands of
-        them was a tenth of the operator's time on the event loop.
+        them was a tenth of the operator's time on the event loop. `proceed`, when
+        given, is asked before every retry: a writer that may no longer write (a
+        deposed leader) stops with the last error instead of trying again.
         """
-        await self._send(method, path, (), body, content_type, timeout)
+        await self._send(method, path, (), body, content_type, timeout, proceed)
 
     async def get(self, path: str, query: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
         return await self.request("GET", path, query=query)
 
-    async def create(self, path: str, body: Mapping[str, Any]) -> None:
-        await self.write("POST", path, body)
+    async def create(
+        self, path: str, body: Mapping[str, Any], proceed: Callable[[], bool] | None = None
+    ) -> None:
+        await self.write("POST", path, body, proceed=proceed)
 
     async def merge_patch(self, path: str, patch: Mapping[str, Any]) -> None:
         await self.write("PATCH", path, patch, MERGE_PATCH)
@@ -134,59 +158,89 @@ class Kube:
         body: object,
         content_type: str,
         timeout: float,
+        proceed: Callable[[], bool] | None = None,
     ) -> bytes:
-        """The body of a 2xx answer; ApiError for any other status or no answer."""
-        try:
-            response = await self._call(method, path, query, body, content_type, timeout)
-            async with response:
-                payload = await response.read()
-                status = response.status
-        except aiohttp.ClientConnectorError as error:
-            raise ApiError(method, path, 0, type(error).__name__, str(error), sent=False) from error
-        except (aiohttp.ClientError, TimeoutError) as error:
-            raise ApiError(method, path, 0, type(error).__name__, str(error)) from error
-        if not 200 <= status <= 299:
-            document = _decode(payload)
-            raise ApiError(
-                method,
-                path,
-                status,
-                str(document.get("reason") or "Error"),
-                str(document.get("message") or payload[:200].decode(errors="replace")),
-                retry_after=_seconds(response.headers.get("Retry-After")),
-            )
-        return payload
+        """The body of a 2xx answer, retried as the policy allows; ApiError when it gives up."""
+
+        async def attempt() -> bytes:
+            with _as_api_error(method, path):
+                response = await self._call(method, path, query, body, content_type, timeout)
+                async with response:
+                    payload = await response.read()
+            if not 200 <= response.status <= 299:
+                raise _refused(method, path, response, payload)
+            return payload
+
+        idempotent = _safe_to_repeat(method, content_type)
+        return await self._retrying(method, path, idempotent, attempt, proceed)
 
     async def watch(
         self, path: str, query: Sequence[tuple[str, str]], timeout: float
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncGenerator[dict[str, Any], None]:
         """Watch events (`{"type": ..., "object": ...}`) until the server ends the stream.
 
-        Raises ApiError when the watch cannot start; an expired resourceVersion comes
-        as an ERROR event with code 410, which the caller handles.
+        Raises ApiError when the watch cannot start (after the policy's retries) or
+        the connection fails; an expired resourceVersion comes as an ERROR event
+        with code 410, which the caller handles. A line that is not an event (not
+        JSON, or over aiohttp's line limit) raises UnreadableEventError: the
+        event is lost, so only a relist can catch up.
         """
         params = [*query, ("watch", "true")]
-        try:
-            response = await self._call("GET", path, params, None, "application/json", timeout)
-        except (aiohttp.ClientError, TimeoutError) as error:
-            raise ApiError("GET", path, 0, type(error).__name__, str(error)) from error
+
+        async def attempt() -> aiohttp.ClientResponse:
+            with _as_api_error("GET", path):
+                response = await self._call("GET", path, params, None, "application/json", timeout)
+                if response.status == 200:
+                    return response
+                async with response:
+                    payload = await response.read()
+            raise _refused("GET", path, response, payload)
+
+        response = await self._retrying("GET", path, True, attempt)
         async with response:
-            if response.status != 200:
-                document = _decode(await response.read())
-                raise ApiError(
-                    "GET",
-                    path,
-                    response.status,
-                    str(document.get("reason") or "Error"),
-                    str(document.get("message") or ""),
-                )
+            with _as_api_error("GET", path):
+                try:
+                    async for line in response.content:
+                        if line.strip():
+                            yield _event(path, line)
+                except LineTooLong as error:  # aiohttp allows lines of twice the buffer
+                    raise UnreadableEventError(
+                        f"watch {path}: an event longer than {2 * _READ_BUFFER} bytes"
+                    ) from error
+
+    async def _retrying(
+        self,
+        method: str,
+        path: str,
+        idempotent: bool,
+        attempt: Callable[[], Awaitable[T]],
+        proceed: Callable[[], bool] | None = None,
+    ) -> T:
+        """`attempt()`, tried again while the retry policy allows, its deadline is not reached
+        and `proceed()` (if given) still holds."""
+        loop = asyncio.get_running_loop()
+        give_up_at = loop.time() + self._retry.deadline_seconds
+        retries = 0
+        while True:
             try:
-                async for line in response.content:
-                    if line.strip():
-                        event: dict[str, Any] = json.loads(line)
-                        yield event
-            except (aiohttp.ClientError, TimeoutError) as error:
-                raise ApiError("GET", path, 0, type(error).__name__, str(error)) from error
+                return await attempt()
+            except ApiError as error:
+                delay = self._retry.delay(retries, error)
+                if not self._retry.should_retry(error, idempotent) or (
+                    loop.time() + delay > give_up_at
+                ):
+                    raise
+                log.debug(
+                    "request failed; retrying",
+                    method=method,
+                    path=path,
+                    error=str(error),
+                    retry_seconds=round(delay, 2),
+                )
+                await asyncio.sleep(delay)
+                if proceed is not None and not proceed():
+                    raise
+                retries += 1
 
     async def _call(
         self,
@@ -238,6 +292,53 @@ def _environment_proxy(host: str) -> str | None:
     if urllib.request.proxy_bypass(parts.hostname or ""):
         return None
     return urllib.request.getproxies().get(parts.scheme or "https")
+
+
+def _safe_to_repeat(method: str, content_type: str) -> bool:
+    """Whether applying the request twice leaves the same result as once.
+
+    A PUT carries the resourceVersion it read, so a repeat of one that did commit
+    fails with 409 rather than writing twice; a repeated DELETE finds nothing (404);
+    a merge patch sets the same fields again. A POST creates (or binds) again, and
+    a JSON patch may append to a list again.
+    """
+    if method == "PATCH":
+        return content_type in _REPEATABLE_PATCHES
+    return method in _REPEATABLE_METHODS
+
+
+@contextlib.contextmanager
+def _as_api_error(method: str, path: str) -> Iterator[None]:
+    """No answer, as an ApiError with status 0; `sent` is False if no connection was made."""
+    try:
+        yield
+    except aiohttp.ClientConnectorError as error:
+        raise ApiError(method, path, 0, type(error).__name__, str(error), sent=False) from error
+    except (aiohttp.ClientError, TimeoutError) as error:
+        raise ApiError(method, path, 0, type(error).__name__, str(error)) from error
+
+
+def _refused(method: str, path: str, response: aiohttp.ClientResponse, payload: bytes) -> ApiError:
+    """The error for an answer outside 2xx, with the server's Status reason and message."""
+    document = _decode(payload)
+    return ApiError(
+        method,
+        path,
+        response.status,
+        str(document.get("reason") or "Error"),
+        str(document.get("message") or payload[:200].decode(errors="replace")),
+        retry_after=_seconds(response.headers.get("Retry-After")),
+    )
+
+
+def _event(path: str, line: bytes) -> dict[str, Any]:
+    try:
+        event = json.loads(line)
+    except ValueError as error:
+        raise UnreadableEventError(f"watch {path}: undecodable line: {error}") from error
+    if not isinstance(event, dict):
+        raise UnreadableEventError(f"watch {path}: a line that is not an object")
+    return event
 
 
 def _seconds(retry_after: str | None) -> float | None:

@@ -4,13 +4,16 @@ An informer lists its resource (in pages), then watches from the list's
 resourceVersion. A watch that the server ends is resumed from the last version
 seen; an expired version (410 Gone) or a failure to resume causes a full relist,
 which replaces the store, so objects deleted while the watch was down do not
-linger. Nothing lists per scheduling cycle: readers copy the store, a dict of
+linger. A line that is no event (undecodable, or over the read buffer) and any
+unexpected error also cause a relist, after a backoff: the informer never ends
+but by cancellation. Nothing lists per scheduling cycle: readers copy the store, a dict of
 objects that are replaced on change and never mutated.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -18,7 +21,7 @@ from typing import Any
 
 import structlog
 
-from kai.kube.client import ApiError, Kube
+from kai.kube.client import ApiError, Kube, UnreadableEventError
 
 log = structlog.get_logger(__name__)
 
@@ -116,7 +119,11 @@ class Informer:
         self._watch_seconds = watch_seconds
 
     async def run(self) -> None:
-        """List and watch until cancelled; failures are logged and retried with backoff."""
+        """List and watch until cancelled; failures are logged and retried with backoff.
+
+        Nothing but cancellation ends it: an informer that stopped would leave its
+        store frozen (and, under the cache's TaskGroup, stop every other informer).
+        """
         failures = 0
         must_list = True
         while True:
@@ -136,17 +143,32 @@ class Informer:
                     must_list = True
                     continue
                 failures += 1
-                delay = min(_MAX_BACKOFF_SECONDS, 0.2 * 2**failures) * (0.5 + random.random())
-                log.warning(
-                    "watch failed; retrying",
-                    resource=self.resource.kind,
-                    error=str(error),
-                    retry_seconds=round(delay, 2),
-                )
                 # A resume can only work with a version the server still has; after
                 # repeated failures relist instead of trusting it.
                 must_list = must_list or failures > 2
-                await asyncio.sleep(delay)
+                await self._back_off(failures, "watch failed; retrying", error)
+            except UnreadableEventError as error:
+                # The event that line carried is lost, and resuming would replay it.
+                failures += 1
+                must_list = True
+                await self._back_off(failures, "unreadable watch event; relisting", error)
+            except Exception as error:  # a bug here must not freeze the store
+                failures += 1
+                must_list = True
+                await self._back_off(failures, "informer failed; relisting", error, trace=True)
+
+    async def _back_off(
+        self, failures: int, message: str, error: Exception, trace: bool = False
+    ) -> None:
+        delay = min(_MAX_BACKOFF_SECONDS, 0.2 * 2**failures) * (0.5 + random.random())
+        log.warning(
+            message,
+            resource=self.resource.kind,
+            error=f"{type(error).__name__}: {error}",
+            retry_seconds=round(delay, 2),
+            exc_info=error if trace else None,
+        )
+        await asyncio.sleep(delay)
 
     async def _list(self) -> None:
         items: list[dict[str, Any]] = []
@@ -176,20 +198,22 @@ class Informer:
             ("timeoutSeconds", str(self._watch_seconds)),
         ]
         stream = self._kube.watch(self.resource.path, query, timeout=self._watch_seconds + 30)
-        async for event in stream:
-            if event.get("type") == "ERROR":
-                status = event.get("object") or {}
-                if status.get("code") == _GONE:
-                    raise ExpiredError(str(status.get("message") or ""))
-                raise ApiError(
-                    "WATCH",
-                    self.resource.path,
-                    int(status.get("code") or 0),
-                    str(status.get("reason") or "Error"),
-                    str(status.get("message") or ""),
-                )
-            if self.store.apply(event):
-                self._on_change(self.resource.kind)
+        # Closed at once when this raises, not whenever the generator is collected.
+        async with contextlib.aclosing(stream):
+            async for event in stream:
+                if event.get("type") == "ERROR":
+                    status = event.get("object") or {}
+                    if status.get("code") == _GONE:
+                        raise ExpiredError(str(status.get("message") or ""))
+                    raise ApiError(
+                        "WATCH",
+                        self.resource.path,
+                        int(status.get("code") or 0),
+                        str(status.get("reason") or "Error"),
+                        str(status.get("message") or ""),
+                    )
+                if self.store.apply(event):
+                    self._on_change(self.resource.kind)
 
     def _mark_absent(self) -> None:
         if self.store.objects or not self.synced.is_set():

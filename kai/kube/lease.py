@@ -8,6 +8,12 @@ for `lease_seconds` as measured on the candidate's own clock (so clock skew
 between machines does not matter), or at once when the holder released it on a
 clean shutdown. Writes carry the resourceVersion read, so two candidates cannot
 both win a takeover.
+
+A renewal counts from the moment its attempt started, not from when the answer
+came (the answer may be late, and the others measure from when the write was
+made), and every attempt is cut off when the leadership it would extend runs
+out: a request that hangs cannot keep the holder believing it leads, nor keep it
+from noticing that it no longer does.
 """
 
 from __future__ import annotations
@@ -68,13 +74,23 @@ class LeaderElector:
     async def run(self) -> None:
         """Acquire and renew until cancelled; leadership is lost when renewals stop working."""
         while True:
+            started = self._clock()
             try:
-                if await self._try_acquire_or_renew():
-                    self._valid_until = self._clock() + self._renew_deadline
+                async with asyncio.timeout(self._attempt_seconds(started)):
+                    renewed = await self._try_acquire_or_renew()
+                if renewed:
+                    self._valid_until = started + self._renew_deadline
             except ApiError as error:
                 log.warning("lease update failed", lease=self._name, error=str(error))
+            except TimeoutError:
+                log.warning("lease update timed out", lease=self._name)
             self._report()
             await asyncio.sleep(self._retry)
+
+    def _attempt_seconds(self, started: float) -> float:
+        """How long an attempt may take: while leading, only until the leadership runs out."""
+        left = self._valid_until - started
+        return left if left > 0 else self._renew_deadline
 
     def _report(self) -> None:
         leading = self.is_leader()
@@ -148,11 +164,12 @@ class LeaderElector:
         self._valid_until = 0.0
         self._report()
         try:
-            lease = await self._kube.get(self._path)
-            spec = dict(lease.get("spec") or {})
-            if spec.get("holderIdentity") != self.identity:
-                return
-            spec.update(holderIdentity="", leaseDurationSeconds=1, renewTime=_micro_time())
-            await self._replace(lease, spec)
-        except ApiError as error:
-            log.warning("lease not released", lease=self._name, error=str(error))
+            async with asyncio.timeout(self._renew_deadline):  # a stop must not hang on it
+                lease = await self._kube.get(self._path)
+                spec = dict(lease.get("spec") or {})
+                if spec.get("holderIdentity") != self.identity:
+                    return
+                spec.update(holderIdentity="", leaseDurationSeconds=1, renewTime=_micro_time())
+                await self._replace(lease, spec)
+        except (ApiError, TimeoutError) as error:
+            log.warning("lease not released", lease=self._name, error=repr(error))

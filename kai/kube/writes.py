@@ -3,7 +3,9 @@
 Every write the operator makes at the end of a cycle (bindings, status, events,
 grouping) goes through here, so the number of requests in flight against the
 API server never exceeds one configured limit per batch, and a failed write is
-reported, never raised into the cycle.
+reported, never raised into the cycle: an unexpected error (a bug) in one write
+is logged with its trace and reported like a refusal, and the batch's other
+writes go on.
 """
 
 from __future__ import annotations
@@ -23,16 +25,19 @@ K = TypeVar("K")
 
 async def run_bounded(
     writes: Iterable[tuple[K, Callable[[], Awaitable[object]]]], limit: int
-) -> dict[K, ApiError]:
+) -> dict[K, Exception]:
     """Run each write with at most `limit` in flight; the failures, by their key."""
     semaphore = asyncio.Semaphore(limit)
-    failures: dict[K, ApiError] = {}
+    failures: dict[K, Exception] = {}
 
     async def one(key: K, write: Callable[[], Awaitable[object]]) -> None:
         async with semaphore:
             try:
                 await write()
             except ApiError as error:
+                failures[key] = error
+            except Exception as error:  # a bug in one write must not cancel the batch
+                log.exception("write failed unexpectedly", write=str(key))
                 failures[key] = error
 
     async with asyncio.TaskGroup() as group:

@@ -2,8 +2,10 @@
 
 `run_operator` is what `kai run` calls and what the integration tests run in
 process: the watch cache, the leader elector, the scheduling loop and the HTTP
-endpoints as tasks on one event loop, the engine on a worker thread. On stop it
-releases the Lease first, so a standby takes over at once.
+endpoints as tasks on one event loop, the engine on a worker thread. Everything
+but the elector writes through a `LeaderOnlyKube`, so a replica that does not
+hold the Lease writes nothing. On stop it releases the Lease first, so a standby
+takes over at once.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from kai.engine.cycle import run_cycle
 from kai.engine.model import EngineConfig
 from kai.kube.client import Kube, connect
 from kai.kube.lease import LeaderElector
@@ -26,6 +29,8 @@ from kai.operator.cache import ClusterCache
 from kai.operator.config import OperatorConfig
 from kai.operator.events import EventRecorder
 from kai.operator.gpu_sharing import GpuSharing
+from kai.operator.isolation import Engine
+from kai.operator.leading import LeaderOnlyKube
 from kai.operator.loop import SchedulingLoop
 from kai.operator.metrics import Metrics
 from kai.operator.pod_grouper import PodGrouper
@@ -37,7 +42,7 @@ from kai.operator.status import StatusWriter
 log = structlog.get_logger(__name__)
 
 STUCK_AFTER_PERIODS = 30
-"""Liveness fails when no cycle has started for this many periods (plus the solver budget)."""
+"""Liveness fails when no cycle has finished for this many periods (plus the solver budget)."""
 
 
 @dataclass
@@ -50,25 +55,27 @@ class Operator:
     elector: LeaderElector | None
     server: HealthServer | None
     metrics: Metrics
+    grouper: PodGrouper
 
     def is_leader(self) -> bool:
         return self.elector.is_leader() if self.elector is not None else True
 
 
 async def run_operator(
-    config: OperatorConfig, started: asyncio.Future[Operator] | None = None
+    config: OperatorConfig,
+    started: asyncio.Future[Operator] | None = None,
+    run_engine: Engine = run_cycle,
 ) -> None:
-    """Run until cancelled (or SIGTERM in `kai run`), then clean up."""
+    """Run until cancelled (or SIGTERM in `kai run`), then clean up.
+
+    `run_engine` is what each cycle solves with: `run_cycle`, or a test's faulty engine.
+    """
     client = await connect(config.kubeconfig)
     async with client:
-        kube = Kube(client)
         metrics = Metrics()
-        events = EventRecorder(
-            kube, config.identity, config.events_per_cycle, config.write_concurrency
-        )
         elector = (
             LeaderElector(
-                kube,
+                Kube(client),
                 config.namespace,
                 config.lease_name,
                 config.identity,
@@ -81,6 +88,10 @@ async def run_operator(
             else None
         )
         is_leader = elector.is_leader if elector is not None else (lambda: True)
+        kube = LeaderOnlyKube(client, is_leader)
+        events = EventRecorder(
+            kube, config.identity, config.events_per_cycle, config.write_concurrency
+        )
         cache = ClusterCache(kube, config.watch_seconds)
         sharing = GpuSharing(
             kube,
@@ -90,17 +101,19 @@ async def run_operator(
             config.write_concurrency,
         )
         backoff = BindBackoff()
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
+        grouper = PodGrouper(
+            kube,
+            OwnerReader(kube),
+            events,
+            config.reservation_namespace,
+            config.write_concurrency,
+            config.burst_pods,
+        )
         loop = SchedulingLoop(
             cache=cache,
             builder=SnapshotBuilder(config.reservation_namespace),
-            grouper=PodGrouper(
-                kube,
-                OwnerReader(kube),
-                events,
-                config.reservation_namespace,
-                config.write_concurrency,
-                config.burst_pods,
-            ),
+            grouper=grouper,
             binder=Binder(kube, sharing, backoff, events, config.bind_concurrency, is_leader),
             sharing=sharing,
             status=StatusWriter(kube, events, config.write_concurrency),
@@ -111,15 +124,19 @@ async def run_operator(
             engine=EngineConfig(
                 time_limit_seconds=config.time_limit_seconds, solver_workers=config.solver_workers
             ),
-            executor=ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine"),
+            executor=executor,
             period_seconds=config.period_seconds,
             debounce_seconds=config.debounce_seconds,
             is_leader=is_leader,
+            failed_cycles_unhealthy=config.failed_cycles_unhealthy,
+            run_engine=run_engine,
         )
         stuck_after = STUCK_AFTER_PERIODS * config.period_seconds + config.time_limit_seconds
 
         def live() -> bool:
-            return time.monotonic() - loop.last_tick < stuck_after or not cache.synced
+            if not cache.synced:
+                return True
+            return time.monotonic() - loop.last_alive < stuck_after and loop.healthy
 
         server = (
             HealthServer(
@@ -130,7 +147,7 @@ async def run_operator(
         )
         if server is not None:
             await server.start()
-        operator = Operator(config, cache, loop, elector, server, metrics)
+        operator = Operator(config, cache, loop, elector, server, metrics, grouper)
         log.info(
             "operator starting",
             identity=config.identity,
@@ -150,4 +167,5 @@ async def run_operator(
                     await asyncio.shield(elector.release())
             if server is not None:
                 await server.stop()
+            executor.shutdown(wait=False, cancel_futures=True)  # a solve in progress is abandoned
             log.info("operator stopped", identity=config.identity)

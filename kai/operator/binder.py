@@ -1,30 +1,49 @@
 """Carrying out a cycle's decisions: binds through `pods/binding`, evictions as deletions.
 
-Bindings are grouped by gang and each gang's binds are sent together, with at most
-`concurrency` requests in flight overall. Fractional pods get their reservation
-pod, ConfigMaps and group label first (`gpu_sharing`). A bind the server refuses
-leaves nothing the next cycle cannot read from the cluster: the pod is still
-unbound (its group label is taken back), bound pods of the gang stay bound and
-count toward it, and the pod's group backs off (`backoff`). A bind that finds the
-pod already bound (409) is not a failure of the pod: the cache will show where.
+Bindings are grouped by gang, with at most `concurrency` requests in flight
+overall. Before any bind of a gang is sent, the binder asks the cycle's grouping
+writes what each binding must carry: a pod grouped in this cycle waits for its
+PodGroup (and its sub-group label patch) to be written, and its `pod-group-name`
+annotation rides on the Binding, which the API server copies onto the pod in the
+same write. A pod whose grouping write failed is not bound, and when the pods left
+would not make the gang whole (`subgroups.holds`, counting its pods already on
+nodes) none of the gang is bound this cycle. Fractional pods get their reservation
+pod, ConfigMaps and group label first (`gpu_sharing`). Leadership is checked
+inside the concurrency slot right before each write of a bind, so a deposed leader
+sends none once it knows.
 
-Before each bind the binder asks the cycle's grouping writes what the binding must
-carry: a pod grouped in this cycle waits for its PodGroup to be written, and its
-`pod-group-name` annotation rides on the Binding, which the API server copies onto
-the pod in the same write. A pod whose group could not be written is not bound.
+The server's answer decides what the pod is afterwards:
+- 201: bound; held on its node (`Held`) until the watch cache shows it.
+- a refusal (403, 422, a webhook, a connection never made): the pod is still
+  unbound, its group label is taken back and its group backs off (`backoff`).
+- 409 is not always "already bound": the server also answers it for a uid
+  mismatch (a newer pod of the same name), scheduling gates and a pod being
+  deleted. The pod is read to decide: bound to any node means already bound;
+  gone or replaced means dropped, with no backoff; still unbound is a refusal.
+- no answer, or a 5xx, after the request was sent: it may have committed. The pod
+  stays held on the node with its shared devices and the same Binding is sent
+  again in later cycles while a read shows the pod unbound (a repeat is safe: the
+  server answers 409 if the first one committed), until an answer settles it.
+  After `UNKNOWN_ANSWERS_LIMIT` unknown answers a pod still read unbound counts as
+  refused, so a bind that never took does not hold its capacity for ever.
+Each bind is isolated: an unexpected exception is logged with the pod and counts
+as a refusal (or as an unknown answer once the Binding may have been sent); every
+other bind goes on and is reported.
 
 Evictions follow KAI's evictor: the pod gets the `DisruptionTarget` condition,
-then is deleted.
+then is deleted; each eviction is isolated the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import Enum
 from fractions import Fraction
 from typing import Any
 
@@ -33,6 +52,7 @@ import structlog
 from kai.engine.cycle import Binding
 from kai.engine.evictions.decisions import Eviction
 from kai.engine.model import Pod, PodGroup
+from kai.engine.subgroups import holds
 from kai.kube.client import ApiError, Kube
 from kai.operator.backoff import BindBackoff
 from kai.operator.events import (
@@ -48,18 +68,74 @@ from kai.operator.snapshot import Assumed
 log = structlog.get_logger(__name__)
 
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
-_ALREADY_BOUND = 409
+UNKNOWN_ANSWERS_LIMIT = 3
+"""Unknown answers (timeouts, 5xx) after which a bind whose pod still reads unbound has failed."""
+_CONFLICT = 409
 _GONE = 404
 
 Annotations = Callable[[str], Awaitable[Mapping[str, str] | None]]
 """Pod key -> the annotations its Binding carries, once it may be bound; None: not this cycle."""
 
 
+@dataclass(frozen=True)
+class SentBind:
+    """One Binding to send, and what to undo or back off if it fails."""
+
+    pod: Pod
+    queue: str
+    node: str
+    gpus: Fraction
+    gpu_groups: tuple[str, ...]
+    annotations: Mapping[str, str]
+    unknown_answers: int = 0
+    """How many answers so far left it unknown whether it committed; 0: not sent yet."""
+
+    @property
+    def placement(self) -> Assumed:
+        return Assumed(self.node, self.gpu_groups)
+
+
+@dataclass(frozen=True)
+class Held:
+    """A pod this process put on a node, laid over the cache until the watch shows it."""
+
+    key: str
+    placement: Assumed
+    resend: SentBind | None = None
+    """While it is unknown whether the bind committed: the bind to send again."""
+
+
 @dataclass
 class BindReport:
-    bound: dict[str, Assumed]
-    failed: dict[str, str]
+    bound: dict[str, Assumed] = field(default_factory=dict)
+    """Pod key -> where it was bound (this cycle's binds, and earlier ones now known to be)."""
+    held: dict[str, Held] = field(default_factory=dict)
+    """Pod uid -> what to lay over the cache: bound, found bound, or outcome unknown."""
+    failed: dict[str, str] = field(default_factory=dict)
+    """Pod key -> why its bind was refused."""
+    dropped: set[str] = field(default_factory=set)
+    """Pod keys deleted or replaced before their bind: nothing to hold or back off."""
+    held_back: dict[str, list[str]] = field(default_factory=dict)
+    """Group key -> its pods not bound this cycle: the ones ready would not make it whole."""
     skipped_not_leader: int = 0
+
+    @property
+    def unknown(self) -> list[str]:
+        return [held.key for held in self.held.values() if held.resend is not None]
+
+
+class _State(Enum):
+    GONE = "gone"  # deleted, being deleted unbound, or replaced by a newer pod of the name
+    BOUND = "bound"
+    UNBOUND = "unbound"
+    UNREADABLE = "unreadable"
+
+
+@dataclass(frozen=True)
+class _Reading:
+    state: _State
+    node: str = ""
+    error: str = ""
 
 
 class Binder:
@@ -87,94 +163,224 @@ class Binder:
         manifests: Mapping[str, Mapping[str, Any]],
         reservations: Mapping[str, Mapping[str, Any]],
         annotations: Annotations,
+        resends: Sequence[SentBind] = (),
     ) -> BindReport:
-        """Bind every pod of `bindings`; gangs in the engine's order, each gang's binds together."""
+        """Bind every pod of `bindings` gang by gang, and settle earlier binds of unknown outcome."""
         gangs: dict[str, list[Binding]] = defaultdict(list)
         for binding in bindings:
             gangs[pods[binding.pod].group].append(binding)
-        report = BindReport({}, {})
-        async with asyncio.TaskGroup() as tasks:
-            for group_key, members in gangs.items():
-                # Leadership is checked per gang: a deposed leader starts no new gang.
-                if not self._is_leader():
-                    report.skipped_not_leader += len(members)
-                    continue
-                queue = groups[group_key].queue if group_key in groups else ""
-                for binding in members:
-                    pod = pods[binding.pod]
-                    tasks.create_task(
-                        self._bind_one(
-                            binding, pod, queue, manifests, reservations, annotations, report
-                        )
-                    )
-                # Let this gang's binds start before the next gang's are queued behind them.
-                await asyncio.sleep(0)
+        report = BindReport()
+
+        async def send(job: SentBind) -> None:
+            await self._send(job, manifests, reservations, report)
+
+        work = [
+            self._gang(key, members, pods, groups.get(key), annotations, send, report)
+            for key, members in gangs.items()
+        ]
+        work += [send(job) for job in resends]
+        for outcome in await asyncio.gather(*work, return_exceptions=True):
+            if isinstance(outcome, BaseException):  # each bind catches its own; a last net
+                log.error("bind work failed", exc_info=outcome)
         return report
 
-    async def _bind_one(
+    async def _gang(
         self,
-        binding: Binding,
-        pod: Pod,
-        queue: str,
-        manifests: Mapping[str, Mapping[str, Any]],
-        reservations: Mapping[str, Mapping[str, Any]],
+        key: str,
+        members: Sequence[Binding],
+        pods: Mapping[str, Pod],
+        group: PodGroup | None,
         annotations: Annotations,
+        send: Callable[[SentBind], Awaitable[None]],
         report: BindReport,
     ) -> None:
-        carried = await annotations(pod.key)  # before taking a slot: it may wait for a write
-        if carried is None:
-            return
-        async with self._slots:
-            shared = bool(binding.gpu_groups)
-            try:
-                if shared:
-                    portion = binding.gpus / len(binding.gpu_groups)
-                    await self._sharing.prepare(
-                        manifests[pod.key],
-                        pod,
-                        binding.node,
-                        binding.gpu_groups,
-                        Fraction(portion),
-                        reservations,
-                    )
-                await self._post_binding(pod, binding.node, carried)
-            except ApiError as error:
-                if error.status == _ALREADY_BOUND:
-                    log.info("pod already bound", pod=pod.key, error=error.message)
-                    return
-                if shared:
-                    await self._sharing.undo(pod, binding.gpu_groups)
-                self._backoff.failed(
-                    pod.key,
-                    pod.group,
-                    queue,
-                    binding.node,
-                    f"{error.status} {error.reason}",
-                    time.monotonic(),
+        """Decide the gang's binds before sending any: all that are ready, or none."""
+        carried = await asyncio.gather(*(_carried(annotations, b.pod) for b in members))
+        ready = [
+            SentBind(
+                pods[b.pod], group.queue if group else "", b.node, b.gpus, b.gpu_groups, labels
+            )
+            for b, labels in zip(members, carried, strict=True)
+            if labels is not None
+        ]
+        if len(ready) < len(members):
+            on_nodes = [p for p in pods.values() if p.group == key and p.phase.occupies_node]
+            if group is None or not holds(group, on_nodes + [job.pod for job in ready]):
+                report.held_back[key] = [b.pod for b in members]
+                log.info(
+                    "gang not bound this cycle: the pods whose grouping was written "
+                    "would not make it whole",
+                    group=key,
+                    ready=len(ready),
+                    placed=len(members),
                 )
-                report.failed[pod.key] = str(error)
-                log.warning("bind failed", pod=pod.key, node=binding.node, error=str(error))
                 return
-        self._backoff.succeeded(pod.key)
-        report.bound[pod.key] = Assumed(binding.node, binding.gpu_groups)
-        about = InvolvedObject("v1", "Pod", pod.namespace, pod.name, pod.uid)
-        self._events.record(
-            about, NORMAL, SCHEDULED, f"Successfully assigned {pod.key} to {binding.node}"
+        await asyncio.gather(*(send(job) for job in ready))
+
+    async def _send(
+        self,
+        job: SentBind,
+        manifests: Mapping[str, Mapping[str, Any]],
+        reservations: Mapping[str, Mapping[str, Any]],
+        report: BindReport,
+    ) -> None:
+        """One bind, start to finish; whatever goes wrong stays with this pod."""
+        posted = False
+        try:
+            async with self._slots:
+                if not self._still_leading(job, report):
+                    return
+                if job.unknown_answers == 0 and job.gpu_groups:
+                    try:
+                        await self._prepare_sharing(job, manifests, reservations)
+                    except ApiError as error:
+                        await self._refused(job, f"{error.status} {error.reason}", report)
+                        return
+                elif job.unknown_answers > 0 and not await self._still_to_send(job, report):
+                    return
+                if not self._still_leading(job, report):
+                    return
+                posted = True
+                try:
+                    await self._post_binding(job)
+                except ApiError as error:
+                    await self._answered(job, error, report)
+                    return
+            self._bound(job, job.node, report)
+        except Exception:  # a bug in one bind must not stop the others
+            log.exception("bind went wrong", pod=job.pod.key, node=job.node)
+            if posted:
+                self._unknown(job, "unexpected error after sending", report)
+            else:
+                await self._refused(job, "unexpected error", report)
+
+    def _still_leading(self, job: SentBind, report: BindReport) -> bool:
+        if self._is_leader():
+            return True
+        report.skipped_not_leader += 1
+        if job.unknown_answers > 0:  # may have committed: keep holding it for a next term
+            report.held[job.pod.uid] = Held(job.pod.key, job.placement, job)
+        return False
+
+    async def _prepare_sharing(
+        self,
+        job: SentBind,
+        manifests: Mapping[str, Mapping[str, Any]],
+        reservations: Mapping[str, Mapping[str, Any]],
+    ) -> None:
+        portion = Fraction(job.gpus / len(job.gpu_groups))
+        await self._sharing.prepare(
+            manifests[job.pod.key], job.pod, job.node, job.gpu_groups, portion, reservations
         )
 
-    async def _post_binding(self, pod: Pod, node: str, annotations: Mapping[str, str]) -> None:
+    async def _still_to_send(self, job: SentBind, report: BindReport) -> bool:
+        """Before sending again a bind of unknown outcome: whether the pod still reads unbound."""
+        reading = await self._read(job.pod)
+        if reading.state is _State.UNBOUND:
+            if job.unknown_answers < UNKNOWN_ANSWERS_LIMIT:
+                return True
+            await self._refused(job, f"no answer to {job.unknown_answers} binds", report)
+        elif reading.state is _State.UNREADABLE:
+            report.held[job.pod.uid] = Held(job.pod.key, job.placement, job)
+        else:
+            await self._settle(job, reading, report)
+        return False
+
+    async def _answered(self, job: SentBind, error: ApiError, report: BindReport) -> None:
+        """The Binding was not accepted: read what that means for the pod."""
+        if error.status == _GONE:
+            self._dropped(job, "pod not found", report)
+        elif error.status == _CONFLICT:
+            reading = await self._read(job.pod)
+            if reading.state is _State.UNBOUND:
+                await self._refused(job, f"{error.status} {error.message}", report)
+            elif reading.state is _State.UNREADABLE:
+                self._unknown(job, f"{error.status}, then {reading.error}", report)
+            else:
+                await self._settle(job, reading, report)
+        elif error.outcome_unknown:
+            self._unknown(job, str(error), report)
+        else:
+            await self._refused(job, f"{error.status} {error.reason}", report)
+
+    async def _settle(self, job: SentBind, reading: _Reading, report: BindReport) -> None:
+        """The pod reads bound or gone: no bind of ours is pending any more."""
+        if reading.state is _State.GONE:
+            self._dropped(job, "pod deleted or replaced", report)
+        elif reading.node == job.node:
+            self._bound(job, job.node, report)
+        else:
+            log.info("pod already bound elsewhere", pod=job.pod.key, node=reading.node)
+            if job.gpu_groups:  # our device labels do not describe where it runs
+                await self._sharing.undo(job.pod, job.gpu_groups)
+            report.held[job.pod.uid] = Held(job.pod.key, Assumed(reading.node, ()))
+
+    async def _read(self, pod: Pod) -> _Reading:
+        try:
+            manifest = await self._kube.get(f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}")
+        except ApiError as error:
+            if error.status == _GONE:
+                return _Reading(_State.GONE)
+            return _Reading(_State.UNREADABLE, error=str(error))
+        metadata = manifest.get("metadata") or {}
+        node = str((manifest.get("spec") or {}).get("nodeName") or "")
+        if metadata.get("uid") != pod.uid:
+            return _Reading(_State.GONE)
+        if node:
+            return _Reading(_State.BOUND, node)
+        if metadata.get("deletionTimestamp"):
+            return _Reading(_State.GONE)
+        return _Reading(_State.UNBOUND)
+
+    def _bound(self, job: SentBind, node: str, report: BindReport) -> None:
+        self._backoff.succeeded(job.pod.uid)
+        placement = Assumed(node, job.gpu_groups)
+        report.bound[job.pod.key] = placement
+        report.held[job.pod.uid] = Held(job.pod.key, placement)
+        pod = job.pod
+        about = InvolvedObject("v1", "Pod", pod.namespace, pod.name, pod.uid)
+        self._events.record(about, NORMAL, SCHEDULED, f"Successfully assigned {pod.key} to {node}")
+
+    def _unknown(self, job: SentBind, error: str, report: BindReport) -> None:
+        """It may have committed: keep the pod on the node, devices and all, and ask again."""
+        again = dataclasses.replace(job, unknown_answers=job.unknown_answers + 1)
+        report.held[job.pod.uid] = Held(job.pod.key, job.placement, again)
+        log.warning(
+            "bind outcome unknown; held on the node and sent again next cycle",
+            pod=job.pod.key,
+            node=job.node,
+            error=error,
+        )
+
+    def _dropped(self, job: SentBind, why: str, report: BindReport) -> None:
+        report.dropped.add(job.pod.key)
+        log.info("pod not bound: it is gone", pod=job.pod.key, reason=why)
+
+    async def _refused(self, job: SentBind, error: str, report: BindReport) -> None:
+        if job.gpu_groups:
+            await self._sharing.undo(job.pod, job.gpu_groups)
+        pod = job.pod
+        self._backoff.failed(
+            pod.key, pod.uid, pod.group, job.queue, job.node, error, time.monotonic()
+        )
+        report.failed[pod.key] = error
+        log.warning("bind failed", pod=pod.key, node=job.node, error=error)
+
+    async def _post_binding(self, job: SentBind) -> None:
+        pod = job.pod
         # The uid makes the server refuse to bind a newer pod of the same name.
         metadata: dict[str, Any] = {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
-        if annotations:
-            metadata["annotations"] = dict(annotations)
+        if job.annotations:
+            metadata["annotations"] = dict(job.annotations)
         await self._kube.create(
             f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding",
             {
                 "apiVersion": "v1",
                 "kind": "Binding",
                 "metadata": metadata,
-                "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": job.node},
             },
+            proceed=self._is_leader,  # a throttled bind is not sent again by a deposed leader
         )
 
     async def evict(self, evictions: Sequence[Eviction], pods: Mapping[str, Pod]) -> list[str]:
@@ -183,36 +389,62 @@ class Binder:
 
         async def one(eviction: Eviction) -> None:
             pod = pods[eviction.pod]
-            path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
-            condition = {
-                "type": "DisruptionTarget",
-                "status": "True",
-                "reason": "PreemptionByScheduler",
-                "message": _eviction_message(eviction),
-                "lastTransitionTime": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
-            }
-            async with self._slots:
-                try:
-                    await self._kube.write(
-                        "PATCH",
-                        f"{path}/status",
-                        {"status": {"conditions": [condition]}},
-                        STRATEGIC_MERGE_PATCH,
-                    )
-                    await self._kube.delete(path, {"preconditions": {"uid": pod.uid}})
-                except ApiError as error:
-                    if error.status != _GONE:
-                        log.warning("eviction failed", pod=pod.key, error=str(error))
-                        return
-            evicted.append(pod.key)
-            about = InvolvedObject("v1", "Pod", pod.namespace, pod.name, pod.uid)
-            self._events.record(about, NORMAL, EVICTED, _eviction_message(eviction))
+            try:
+                if await self._evict_one(pod, eviction):
+                    evicted.append(pod.key)
+            except Exception:  # one broken eviction must not stop the others
+                log.exception("eviction went wrong", pod=pod.key)
 
-        async with asyncio.TaskGroup() as tasks:
-            for eviction in evictions:
-                if eviction.pod in pods:
-                    tasks.create_task(one(eviction))
+        await asyncio.gather(*(one(e) for e in evictions if e.pod in pods))
         return evicted
+
+    async def _evict_one(self, pod: Pod, eviction: Eviction) -> bool:
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
+        condition = {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "PreemptionByScheduler",
+            "message": _eviction_message(eviction),
+            "lastTransitionTime": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+        }
+        async with self._slots:
+            if not self._is_leader():  # as for binds: no write once the Lease is known lost
+                return False
+            try:
+                await self._kube.write(
+                    "PATCH",
+                    f"{path}/status",
+                    {"status": {"conditions": [condition]}},
+                    STRATEGIC_MERGE_PATCH,
+                )
+                await self._kube.delete(path, {"preconditions": {"uid": pod.uid}})
+            except ApiError as error:
+                if error.status != _GONE:
+                    log.warning("eviction failed", pod=pod.key, error=str(error))
+                    return False
+        about = InvolvedObject("v1", "Pod", pod.namespace, pod.name, pod.uid)
+        self._events.record(about, NORMAL, EVICTED, _eviction_message(eviction))
+        return True
+
+
+def still_held(held: Mapping[str, Held], pods: Mapping[str, Mapping[str, Any]]) -> dict[str, Held]:
+    """The held pods (by uid) the cache does not settle yet: forgotten once it shows that
+    uid bound, or no pod with that uid (deleted, or replaced by a newer pod of the name)."""
+    unbound = {
+        (pod.get("metadata") or {}).get("uid")
+        for pod in pods.values()
+        if not (pod.get("spec") or {}).get("nodeName")
+    }
+    return {uid: entry for uid, entry in held.items() if uid in unbound}
+
+
+async def _carried(annotations: Annotations, pod_key: str) -> Mapping[str, str] | None:
+    """What the pod's Binding carries; None (not bound this cycle) if asking went wrong."""
+    try:
+        return await annotations(pod_key)
+    except Exception:
+        log.exception("grouping writes could not be awaited", pod=pod_key)
+        return None
 
 
 def _eviction_message(eviction: Eviction) -> str:

@@ -51,3 +51,5 @@ class OperatorConfig:
     reservation_runtime_class: str | None = "nvidia"
     watch_seconds: int = 300
     events_per_cycle: int = 500
+    failed_cycles_unhealthy: int = 5
+    """/healthz fails after this many failed cycles in a row, until a cycle succeeds."""

@@ -91,6 +91,10 @@ class EventRecorder:
             }
         )
 
+    def discard(self) -> None:
+        """Forget the queued events unsent: a replica that lost the Lease writes nothing."""
+        self._queued = []
+
     async def flush(self) -> None:
         queued, self._queued = self._queued, []
         writes = [(index, _creator(self._kube, event)) for index, event in enumerate(queued)]

@@ -263,10 +263,22 @@ class GpuSharing:
         return delete
 
     def forget_created(self, reservations: Mapping[str, Mapping[str, Any]]) -> None:
-        """Groups whose reservation pods the cache now shows need no local memory of them."""
+        """Groups whose reservation pods the cache now shows need no local memory of them.
+
+        Called between cycles, when no reservation is being made: a lock nobody holds
+        for a group this process is not creating is dropped too, or one would stay for
+        every shared device ever used (each gets a fresh group id).
+        """
         for group in [g for g in self._created if _reservation_of(reservations, g) is not None]:
             del self._created[group]
-            self._locks.pop(group, None)
+        for group in [g for g, lock in self._locks.items() if not lock.locked()]:
+            if group not in self._created:
+                del self._locks[group]
+
+    @property
+    def remembered(self) -> int:
+        """Groups this process keeps a lock or a created reservation for."""
+        return len(self._locks.keys() | self._created.keys())
 
 
 def reservation_pods(

@@ -8,8 +8,14 @@ watches, the lease renewals or those writes on the event loop); bind, each pod
 as soon as its group is written; collect unused GPU reservations; record
 metrics; then start writing status and events, which go out while the next
 cycle plans and binds (the next cycle waits for them before starting its own).
-Only the leader runs cycles. A failing cycle is logged
-and the next one starts from the cluster as it is then.
+Only the leader runs cycles, and a cycle that finds the Lease lost between its
+steps stops there (the API client refuses the writes still in flight); a
+cycle's status and events are dropped if the Lease is lost before they go out.
+A failing cycle is logged and counted, and the next one starts from the cluster
+as it is then; the loop is alive while cycles finish, and unhealthy after
+`failed_cycles_unhealthy` failures in a row. The engine runs through
+`isolation`, so a group whose data makes it raise is set aside and the others
+are scheduled.
 """
 
 from __future__ import annotations
@@ -33,11 +39,12 @@ from kai.engine.cycle import CycleResult, GroupDecision, run_cycle
 from kai.engine.fairshare import QueueShare
 from kai.engine.model import EngineConfig, PodPhase, Snapshot
 from kai.operator.backoff import BindBackoff
-from kai.operator.binder import Annotations, Binder
+from kai.operator.binder import Annotations, Binder, Held, still_held
 from kai.operator.burst import statuses_to_write
 from kai.operator.cache import ClusterCache, ClusterView
 from kai.operator.events import EventRecorder
 from kai.operator.gpu_sharing import GpuSharing, reservation_pods
+from kai.operator.isolation import Engine, run_isolating
 from kai.operator.metrics import Metrics
 from kai.operator.pod_grouper import PodGrouper
 from kai.operator.snapshot import Assumed, Overlay, SnapshotBuilder
@@ -45,9 +52,6 @@ from kai.operator.stamps import StampWriter
 from kai.operator.status import StatusWriter
 
 log = structlog.get_logger(__name__)
-
-ASSUME_SECONDS = 30.0
-"""How long a bind is laid over the cache before its watch event must have arrived."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,10 +63,8 @@ class CycleSummary:
     seconds: float
 
 
-@dataclasses.dataclass(frozen=True)
-class _AssumedAt:
-    placement: Assumed
-    at: float
+class LeadershipLostError(Exception):
+    """The Lease was lost between two steps of a cycle: the rest of its decisions are dropped."""
 
 
 class SchedulingLoop:
@@ -84,6 +86,8 @@ class SchedulingLoop:
         period_seconds: float,
         debounce_seconds: float,
         is_leader: Callable[[], bool],
+        failed_cycles_unhealthy: int,
+        run_engine: Engine = run_cycle,
     ) -> None:
         self._cache = cache
         self._builder = builder
@@ -100,11 +104,27 @@ class SchedulingLoop:
         self._period = period_seconds
         self._debounce = debounce_seconds
         self._is_leader = is_leader
-        self._assumed: dict[str, _AssumedAt] = {}
+        self._failed_cycles_unhealthy = failed_cycles_unhealthy
+        self._run_engine = run_engine
+        self._culprits: tuple[str, ...] = ()
+        """Groups the engine failed with last cycle: tried without first if it fails again."""
+        self._assumed: dict[str, Held] = {}
+        """Pod uid -> a bind of this process the watch does not show yet (or of unknown outcome)."""
         self._trailing: asyncio.Future[None] | None = None  # the last cycle's status and events
         self.cycles = 0
         self.recent: deque[CycleSummary] = deque(maxlen=64)
-        self.last_tick = time.monotonic()
+        self.last_alive = time.monotonic()
+        """When a pass of the loop last finished: a cycle, failed or not, or a standby's tick."""
+        self.failed_in_a_row = 0
+        self.abandoned = 0
+        """Cycles that lost the Lease midway."""
+        self.passes = 0
+        """Passes of the loop, a standby's included."""
+
+    @property
+    def healthy(self) -> bool:
+        """False after `failed_cycles_unhealthy` failed cycles in a row, until one succeeds."""
+        return self.failed_in_a_row < self._failed_cycles_unhealthy
 
     async def run(self) -> None:
         try:
@@ -119,20 +139,44 @@ class SchedulingLoop:
         while True:
             await self._wait(started)
             started = time.monotonic()
-            self.last_tick = started
             if not self._is_leader():
                 self._assumed.clear()  # a new leader term starts from the cluster alone
-                continue
-            try:
-                await self.cycle()
-            except Exception:  # one bad cycle must not stop the scheduler
-                log.exception("cycle failed")
+            else:
+                await self._guarded_cycle()
+            self.last_alive = time.monotonic()
+            self.passes += 1
+
+    async def _guarded_cycle(self) -> None:
+        try:
+            await self.cycle()
+        except Exception as error:  # one bad cycle must not stop the scheduler
+            if _lease_lost(error):
+                self.abandoned += 1
+                self._metrics.cycles_abandoned.inc()
+                self._events.discard()
+                log.warning("lease lost; the cycle's remaining steps are dropped", at=str(error))
+                return
+            self.failed_in_a_row += 1
+            self._metrics.cycle_failures.inc()
+            self._metrics.failed_cycles_in_a_row.set(self.failed_in_a_row)
+            log.exception("cycle failed", failed_in_a_row=self.failed_in_a_row)
+        else:
+            self.failed_in_a_row = 0
+            self._metrics.failed_cycles_in_a_row.set(0)
+
+    def _still_leading(self, step: str) -> None:
+        if not self._is_leader():
+            raise LeadershipLostError(f"before {step}")
 
     async def _wait(self, last_start: float) -> None:
         remaining = last_start + self._period - time.monotonic()
         if remaining > 0:
+            # Not asyncio.wait_for: on Python 3.11 it swallows a cancellation that arrives as
+            # the change does, and the loop then outlives its operator (it went on binding
+            # after its test had stopped it).
             try:
-                await asyncio.wait_for(self._cache.changed.wait(), timeout=remaining)
+                async with asyncio.timeout(remaining):
+                    await self._cache.changed.wait()
                 await asyncio.sleep(self._debounce)  # let a burst of events settle
             except TimeoutError:
                 pass
@@ -151,7 +195,7 @@ class SchedulingLoop:
                 plans = await self._grouper.plan(view, classes)
             overlay = Overlay(
                 plans=plans.schedulable(),
-                assumed={key: entry.placement for key, entry in self._assumed.items()},
+                assumed={entry.key: entry.placement for entry in self._assumed.values()},
                 held=self._backoff.held(time.monotonic()),
             )
             # The new groups are written while the engine works; each pod's bind waits for its own.
@@ -160,22 +204,34 @@ class SchedulingLoop:
                     snapshot = self._builder.build(view, overlay, now)
                 with _timed(timings, "allocate"):
                     loop = asyncio.get_running_loop()
-                    result = await loop.run_in_executor(
-                        self._executor, run_cycle, snapshot, self._engine
+                    isolated = await loop.run_in_executor(
+                        self._executor,
+                        run_isolating,
+                        self._run_engine,
+                        snapshot,
+                        self._engine,
+                        self._culprits,
                     )
+                self._culprits = isolated.culprits
+                result = isolated.result
+                self._still_leading("bind")
                 grouping.decided([binding.pod for binding in result.bindings])
                 with _timed(timings, "bind"):
                     bound = await self._bind(result, snapshot, view, grouping.annotations)
                 with _timed(timings, "group-write"):
                     await grouping.finish(bound.keys())
+            self._still_leading("evict")
             with _timed(timings, "evict"):
                 await self._evict(result, snapshot)
+            self._still_leading("stamps")
             with _timed(timings, "stamps"):
                 started = {pod.group for pod in snapshot.pods if pod.key in bound}
                 await self._stamps.publish(view.pod_groups, result.stamps, started)
             after = _with_binds(snapshot, bound)
             shares = queue_shares(after)
             decisions = statuses_to_write(result.groups, burst_continues=plans.deferred > 0)
+            self._metrics.forget_pod_groups(view.pod_groups.keys())
+            self._still_leading("gpu-sharing")
             with _timed(timings, "gpu-sharing"):
                 await self._tend_reservations()
             # Status and events go out while the next cycle plans and binds (kai.operator.burst);
@@ -208,9 +264,14 @@ class SchedulingLoop:
         decisions: Mapping[str, GroupDecision],
         now: datetime,
     ) -> None:
-        """A cycle's status and events, against the cache as it is when they are written."""
-        await self._status.publish(self._cache.view(), after, shares, decisions, now)
-        await self._events.flush()
+        """A cycle's status and events, against the cache as it is when they are written;
+        nothing once the Lease is lost (a replica that does not lead writes nothing)."""
+        if self._is_leader():
+            await self._status.publish(self._cache.view(), after, shares, decisions, now)
+        if self._is_leader():
+            await self._events.flush()
+        else:
+            self._events.discard()
 
     async def _bind(
         self,
@@ -222,14 +283,22 @@ class SchedulingLoop:
         pods = {pod.key: pod for pod in snapshot.pods}
         groups = {group.key: group for group in snapshot.pod_groups}
         reservations = reservation_pods(view.pods, self._sharing.namespace)
+        resends = {uid: held.resend for uid, held in self._assumed.items() if held.resend}
         report = await self._binder.bind(
-            result.bindings, pods, groups, view.pods, reservations, annotations
+            result.bindings,
+            pods,
+            groups,
+            view.pods,
+            reservations,
+            annotations,
+            list(resends.values()),
         )
-        stamp = time.monotonic()
-        for key, placement in report.bound.items():
-            self._assumed[key] = _AssumedAt(placement, stamp)
+        for uid in resends:  # settled, or held again in the report
+            del self._assumed[uid]
+        self._assumed.update(report.held)
         self._metrics.binds.labels("bound").inc(len(report.bound))
         self._metrics.binds.labels("failed").inc(len(report.failed))
+        self._metrics.binds.labels("unknown").inc(len(report.unknown))
         return report.bound
 
     async def _evict(self, result: CycleResult, snapshot: Snapshot) -> None:
@@ -240,17 +309,14 @@ class SchedulingLoop:
         for eviction in result.evictions:
             if eviction.pod in evicted:
                 namespace, _, name = eviction.group.partition("/")
-                self._metrics.evicted_pods.labels(name, namespace).inc()
+                self._metrics.evicted(name, namespace)
 
     def _prune_assumed(self, view: ClusterView) -> None:
-        """Forget binds the cache now shows, or whose pods are gone, or that never showed up."""
-        now = time.monotonic()
-        for key, entry in list(self._assumed.items()):
-            pod = view.pods.get(key)
-            node = ((pod or {}).get("spec") or {}).get("nodeName")
-            if pod is None or node or now - entry.at > ASSUME_SECONDS:
-                del self._assumed[key]
-        self._backoff.forget_missing(view.pods.keys())
+        """Forget binds the cache now shows, and those whose pod (by uid) is gone."""
+        self._assumed = still_held(self._assumed, view.pods)
+        self._backoff.forget_missing(
+            {str((pod.get("metadata") or {}).get("uid")) for pod in view.pods.values()}
+        )
 
     async def _tend_reservations(self) -> None:
         """Collect reservation pods nobody uses and publish devices to pods, on a fresh view."""
@@ -275,6 +341,13 @@ class SchedulingLoop:
         self._metrics.record_queues(shares)
         self._metrics.relists.set(self._cache.relists)
         self._metrics.events_dropped.set(self._events.dropped)
+
+
+def _lease_lost(error: Exception) -> bool:
+    """Whether the cycle stopped because the Lease was lost (raised inside a task group, too)."""
+    if isinstance(error, ExceptionGroup):
+        return error.subgroup(LeadershipLostError) is not None
+    return isinstance(error, LeadershipLostError)
 
 
 @contextmanager

@@ -6,7 +6,7 @@ operators in one test process keep separate numbers.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from fractions import Fraction
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -49,8 +49,24 @@ class Metrics:
             ["pod_group", "namespace"],
             registry=r,
         )
+        self._evicted_groups: set[tuple[str, str]] = set()
         self.binds = Counter("kai_binds_total", "Bind attempts by result.", ["result"], registry=r)
         self.cycles = Counter("kai_cycles_total", "Scheduling cycles run.", registry=r)
+        self.cycle_failures = Counter(
+            "kai_scheduler_cycle_failures_total",
+            "Scheduling cycles that raised; their decisions did not reach the cluster.",
+            registry=r,
+        )
+        self.failed_cycles_in_a_row = Gauge(
+            "kai_scheduler_consecutive_failed_cycles",
+            "Scheduling cycles failed since the last one that succeeded.",
+            registry=r,
+        )
+        self.cycles_abandoned = Counter(
+            "kai_scheduler_cycles_abandoned_total",
+            "Cycles that lost the Lease midway and dropped the rest of their decisions.",
+            registry=r,
+        )
         self.is_leader = Gauge(
             "kai_leader", "1 while this replica holds the scheduling lease.", registry=r
         )
@@ -60,6 +76,22 @@ class Metrics:
         self.events_dropped = Gauge(
             "kai_events_dropped", "Events not sent because a cycle hit the event limit.", registry=r
         )
+
+    def evicted(self, pod_group: str, namespace: str) -> None:
+        self.evicted_pods.labels(pod_group, namespace).inc()
+        self._evicted_groups.add((pod_group, namespace))
+
+    def forget_pod_groups(self, present: Collection[str]) -> None:
+        """Drop the series of PodGroups that are gone ("namespace/name" keys of those left)."""
+        for name, namespace in list(self._evicted_groups):
+            if f"{namespace}/{name}" not in present:
+                self.evicted_pods.remove(name, namespace)
+                self._evicted_groups.discard((name, namespace))
+
+    @property
+    def pod_group_series(self) -> int:
+        """How many PodGroups have a series (memory that must shrink when they go)."""
+        return len(self._evicted_groups)
 
     def record_queues(self, shares: Mapping[str, QueueShare]) -> None:
         for gauge in (

@@ -108,6 +108,7 @@ class PodGrouper:
     async def plan(self, view: ClusterView, priority_classes: Mapping[str, int]) -> Plans:
         """Plan the ungrouped pods first in line (at most the burst limit); reads owners, writes nothing."""
         self._forget_settled(view)
+        self._forget_reports_of_gone(view)
         waiting = [
             (key, pod)
             for key, pod in view.pods.items()
@@ -166,6 +167,18 @@ class PodGrouper:
             ):
                 del self._written[key]
 
+    def _forget_reports_of_gone(self, view: ClusterView) -> None:
+        """Drop the grouping problems remembered for pods that no longer exist."""
+        if not self._reported:
+            return
+        present = {(pod.get("metadata") or {}).get("uid") for pod in view.pods.values()}
+        self._reported = {uid: why for uid, why in self._reported.items() if uid in present}
+
+    @property
+    def remembered(self) -> int:
+        """Pods the grouper keeps something about (plans written, problems reported)."""
+        return len(self._written) + len(self._refused) + len(self._reported)
+
     def _definitions(self, view: ClusterView) -> DefinitionRegistry:
         """The catalog plus the cluster's Karta definitions, rebuilt only when those change."""
         versions = frozenset(
@@ -220,8 +233,9 @@ class GroupWrites:
     bind: it waits for the pod's PodGroup and answers what the binding must carry,
     or None when the group could not be written (the pod is not bound this cycle).
     `finish` is told which pods were bound, patches those whose bind did not
-    happen and waits for every write. Failures are logged and retried next cycle;
-    on exit each pod's outcome goes to `settle`.
+    happen and waits for every write. Failures (an unexpected exception too: it
+    stays with its pod) are logged and retried next cycle; on exit each pod's
+    outcome goes to `settle`.
     """
 
     def __init__(
@@ -321,6 +335,9 @@ class GroupWrites:
                 await write()
             except ApiError as error:
                 log.warning(f"{what} not written; retrying next cycle", key=key, error=str(error))
+                return False
+            except Exception:  # one broken write must not cancel the others and the cycle
+                log.exception(f"{what} not written; retrying next cycle", key=key)
                 return False
         return True
 

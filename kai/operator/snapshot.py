@@ -57,7 +57,7 @@ class Overlay:
     plans: Mapping[str, PodGroupPlan] = field(default_factory=dict)
     """Pod key -> the grouper's plan, for pods whose annotation is not visible yet."""
     assumed: Mapping[str, Assumed] = field(default_factory=dict)
-    """Pod key -> where it was bound."""
+    """Pod key -> where this process bound it, or sent a bind whose outcome is not known yet."""
     held: Mapping[str, SetAside] = field(default_factory=dict)
     """Group key -> why the group sits out this cycle (bind backoff)."""
 
@@ -93,7 +93,8 @@ class SnapshotBuilder:
         self._queues: ParseMemo[Queue] = ParseMemo()
         self._groups: ParseMemo[PodGroup] = ParseMemo()
         self._pods: ParseMemo[Pod] = ParseMemo()
-        self._reported: set[str] = set()
+        self._reported: set[str] = set()  # problems logged, as of the last cycle
+        self._reported_now: set[str] = set()  # problems seen this cycle
 
     def build(self, view: ClusterView, overlay: Overlay, now: datetime) -> Snapshot:
         set_aside: dict[str, SetAside] = {}
@@ -111,6 +112,8 @@ class SnapshotBuilder:
         pods = [pod for pod in pods if pod.group not in held or pod.phase is not PodPhase.PENDING]
         for memo in (self._nodes, self._queues, self._groups, self._pods):
             memo.end_cycle()
+        # A problem gone from the cluster is forgotten, so the memory does not grow for ever.
+        self._reported, self._reported_now = self._reported_now, set()
         return Snapshot(
             nodes=tuple(sorted(nodes, key=lambda n: n.name)),
             pods=tuple(sorted(pods, key=lambda p: p.key)),
@@ -119,6 +122,11 @@ class SnapshotBuilder:
             now=now,
             set_aside=tuple(sorted(set_aside.values(), key=lambda s: s.group)),
         )
+
+    @property
+    def problems_remembered(self) -> int:
+        """Distinct object problems kept so each is logged once, not once per cycle."""
+        return len(self._reported)
 
     def priority_classes(self, view: ClusterView) -> dict[str, int]:
         classes = default_priority_classes()
@@ -266,6 +274,7 @@ class SnapshotBuilder:
     def _report(self, key: str, error: ManifestError) -> None:
         """Log an unusable object once per distinct problem, not once per cycle."""
         text = str(error)
+        self._reported_now.add(text)
         if text not in self._reported:
             self._reported.add(text)
             log.warning("object left out of scheduling", object=key, problem=text)

@@ -7,7 +7,8 @@ change (`CycleResult.stamps`) and reads them back from the PodGroup the next cyc
 protection works in a live cluster only if they are written. A start is written only
 for a group this cycle really bound a pod of: the engine stamps the start of the gangs it
 decided to bind, and a bind can still fail. The patch is a merge patch on the PodGroup's
-metadata (a None value removes the annotation), sent only when the cache shows otherwise.
+metadata (a None value removes the annotation), sent only when the cache shows otherwise,
+and sent again next cycle if it failed.
 """
 
 from __future__ import annotations
@@ -19,17 +20,22 @@ import structlog
 
 from kai.api.podgroups import LAST_START_ANNOTATION, stamp_annotations
 from kai.engine.evictions.decisions import GroupStamps
-from kai.kube.client import Kube
+from kai.kube.client import ApiError, Kube
 from kai.kube.writes import run_bounded
 from kai.operator.status import pod_group_path
 
 log = structlog.get_logger(__name__)
 
+_NOT_FOUND = 404
+
 
 class StampWriter:
+    """Writes the engine's stamps, and keeps those not yet written until a write succeeds."""
+
     def __init__(self, kube: Kube, concurrency: int) -> None:
         self._kube = kube
         self._concurrency = concurrency
+        self._owed: dict[str, dict[str, str | None]] = {}  # PodGroup key -> annotations to write
         self.writes = 0
 
     async def publish(
@@ -38,29 +44,47 @@ class StampWriter:
         stamps: Mapping[str, GroupStamps],
         started: Collection[str],
     ) -> None:
-        """Write each group's changed annotations; `started` are the groups with a pod bound."""
-        writes = []
-        for key, stamp in sorted(stamps.items()):
-            group = pod_groups.get(key)
-            if group is None:
-                continue
-            metadata = group.get("metadata") or {}
-            current: Mapping[str, str] = metadata.get("annotations") or {}
+        """Write each group's changed annotations; `started` are the groups with a pod bound.
+
+        `pod_groups` is the cycle's view, which lacks the groups the pod grouper created in
+        this same cycle: their stamps are written all the same (the engine stamps a group
+        once, when it starts). A failed write is owed and sent again next cycle, unless
+        the group is gone: the engine does not stamp a start twice.
+        """
+        for key, stamp in stamps.items():
             wanted = stamp_annotations(stamp.last_start, stamp.stale_since, stamp.last_eviction)
-            if key not in started and wanted[LAST_START_ANNOTATION] != current.get(
-                LAST_START_ANNOTATION
-            ):
-                wanted[LAST_START_ANNOTATION] = current.get(LAST_START_ANNOTATION)
-            changed = {name: value for name, value in wanted.items() if current.get(name) != value}
-            if changed:
-                path = pod_group_path(group)
-                patch = {"metadata": {"annotations": changed}}
-                writes.append((key, _patcher(self._kube, path, patch)))
+            if key not in started:
+                del wanted[LAST_START_ANNOTATION]
+            self._owed[key] = {**self._owed.get(key, {}), **wanted}
+        writes = []
+        for key, owed in sorted(self._owed.items()):
+            current = _annotations(pod_groups.get(key))
+            changed = {name: value for name, value in owed.items() if current.get(name) != value}
+            if not changed:
+                del self._owed[key]
+                continue
+            namespace, _, name = key.partition("/")
+            path = pod_group_path({"metadata": {"namespace": namespace, "name": name}})
+            writes.append((key, _patcher(self._kube, path, {"metadata": {"annotations": changed}})))
         self.writes += len(writes)
         failures = await run_bounded(writes, self._concurrency)
-        for key, error in failures.items():
-            # The engine computes the stamps again next cycle from what the cluster shows.
-            log.warning("podgroup timestamps not written", podgroup=key, error=str(error))
+        for key, _ in writes:
+            error = failures.get(key)
+            if error is None or (isinstance(error, ApiError) and error.status == _NOT_FOUND):
+                self._owed.pop(key, None)
+            else:
+                log.warning("podgroup timestamps not written", podgroup=key, error=str(error))
+
+    @property
+    def owed(self) -> int:
+        """How many PodGroups have timestamps waiting for a successful write."""
+        return len(self._owed)
+
+
+def _annotations(group: Mapping[str, Any] | None) -> Mapping[str, str]:
+    metadata = (group or {}).get("metadata") or {}
+    found: Mapping[str, str] = metadata.get("annotations") or {}
+    return found
 
 
 def _patcher(kube: Kube, path: str, patch: Mapping[str, Any]) -> Any:

@@ -3,15 +3,23 @@
 One control plane (etcd, kube-apiserver, kube-controller-manager) starts per
 test session; each test gets its own namespace. Without the built programs
 the tests are skipped locally and fail in CI, naming the build command.
+
+Each async test runs under an asyncio deadline (`TEST_DEADLINE_SECONDS`), shorter
+than pytest-timeout's: at the deadline the test is cancelled, so its `finally`
+blocks and context managers run and the operators it started are stopped. When
+pytest-timeout fires instead, it interrupts the event loop and leaves the test's
+tasks (operators) running into the next tests, which it must never have to do.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -24,6 +32,7 @@ from kai.testing.fakes import GpuNode, NodeFactory, create_gpu_node
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
+TEST_DEADLINE_SECONDS = 300.0
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -36,6 +45,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if pytest_asyncio.is_async_test(item) and HERE in Path(item.path).parents:
             item.add_marker(session_loop, append=False)
             item.add_marker(pytest.mark.integration)
+            assert isinstance(item, pytest.Function)
+            item.obj = _with_deadline(item.obj)
+
+
+def _with_deadline(test: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+    @functools.wraps(test)
+    async def bounded(*args: Any, **kwargs: Any) -> None:
+        deadline = asyncio.timeout(TEST_DEADLINE_SECONDS)
+        try:
+            async with deadline:
+                await test(*args, **kwargs)
+        except TimeoutError:
+            if deadline.expired():
+                pytest.fail(f"test cancelled at its {TEST_DEADLINE_SECONDS:g}s deadline")
+            raise
+
+    return bounded
 
 
 def _binaries_or_skip() -> Binaries:

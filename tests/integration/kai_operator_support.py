@@ -15,11 +15,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
+from prometheus_client.parser import text_string_to_metric_families
 
+from kai.engine.cycle import run_cycle
 from kai.operator.app import Operator, run_operator
 from kai.operator.config import DEFAULT_RESERVATION_NAMESPACE, OperatorConfig
+from kai.operator.isolation import Engine
 
 QUEUES = ("scheduling.run.ai", "v2", "queues")
 POD_GROUPS = ("scheduling.run.ai", "v2alpha2", "podgroups")
@@ -49,13 +53,14 @@ def operator_config(kubeconfig: Path, namespace: str, **overrides: Any) -> Opera
 
 @contextlib.asynccontextmanager
 async def running_operator(
-    config: OperatorConfig,
+    config: OperatorConfig, run_engine: Engine = run_cycle
 ) -> AsyncIterator[tuple[Operator, asyncio.Task[None]]]:
-    """The operator, started and synced; cancelled (releasing its Lease) on exit."""
+    """The operator, started and synced; cancelled (releasing its Lease) on exit, also when the
+    test fails or times out (the per-test timeout cancels the test, so this `finally` runs)."""
     started: asyncio.Future[Operator] = asyncio.get_running_loop().create_future()
-    task = asyncio.create_task(run_operator(config, started))
+    task = asyncio.create_task(run_operator(config, started, run_engine))
     try:
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(60):
             done, _ = await asyncio.wait({started, task}, return_when=asyncio.FIRST_COMPLETED)
             if task in done:
                 task.result()  # raises what stopped it
@@ -63,13 +68,35 @@ async def running_operator(
             await operator.cache.wait_synced()
         yield operator, task
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await stop_operator(task)
+
+
+STOP_SECONDS = 60.0
+"""A cancelled operator releases its Lease and closes its client; on a loaded machine that
+takes a few seconds, never a minute."""
+
+
+async def stop_operator(task: asyncio.Task[None]) -> None:
+    """Cancel the operator and wait for it to stop; fail, naming what it is stuck in, if it
+    does not, rather than hang the session (its leftovers would bind in later tests)."""
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=STOP_SECONDS)
+    if not done:
+        stuck = [
+            f"{other.get_name()}: {other.get_stack(limit=8)}"
+            for other in asyncio.all_tasks()
+            if not other.done() and other is not asyncio.current_task()
+        ]
+        raise AssertionError(
+            f"the operator did not stop within {STOP_SECONDS:g}s of being cancelled; "
+            "tasks still running:\n" + "\n".join(stuck)
+        )
+    with contextlib.suppress(asyncio.CancelledError):
+        task.result()
 
 
 async def wait_for(
-    what: str, check: Callable[[], Awaitable[bool]], timeout: float = 30.0, every: float = 0.1
+    what: str, check: Callable[[], Awaitable[bool]], timeout: float = 60.0, every: float = 0.1
 ) -> None:
     """Poll until `check` holds; fail naming `what` after `timeout` seconds."""
     try:
@@ -80,13 +107,37 @@ async def wait_for(
         raise AssertionError(f"timed out after {timeout:g}s waiting for {what}") from None
 
 
+async def _get(operator: Operator, path: str) -> tuple[int, str]:
+    assert operator.server is not None
+    url = f"http://127.0.0.1:{operator.server.port}{path}"
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        return response.status, await response.text()
+
+
+async def healthz(operator: Operator) -> int:
+    """The HTTP status of the operator's liveness probe."""
+    return (await _get(operator, "/healthz"))[0]
+
+
+async def metric(operator: Operator, name: str) -> float:
+    """A label-less sample, scraped from the operator's /metrics (0 when absent)."""
+    _, text = await _get(operator, "/metrics")
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and not sample.labels:
+                return float(sample.value)
+    return 0.0
+
+
 async def create_queue(
     api: client.ApiClient,
     name: str,
     gpu_quota: float = 0,
     gpu_limit: float = -1,
     parent: str | None = None,
+    **spec_fields: str,
 ) -> None:
+    """A queue with this GPU quota and limit; `spec_fields` are further spec fields (camelCase)."""
     unlimited = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
     spec: dict[str, Any] = {
         "resources": {
@@ -97,6 +148,7 @@ async def create_queue(
     }
     if parent:
         spec["parentQueue"] = parent
+    spec.update(spec_fields)
     await client.CustomObjectsApi(api).create_cluster_custom_object(
         *QUEUES,
         {

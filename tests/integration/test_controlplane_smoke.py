@@ -91,7 +91,7 @@ async def test_job_controller_creates_the_pods(api: client.ApiClient, namespace:
     )
     await client.BatchV1Api(api).create_namespaced_job(namespace, job)
     core = client.CoreV1Api(api)
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(60):
         while len(pods := (await core.list_namespaced_pod(namespace)).items) < 3:
             await asyncio.sleep(0.1)
     assert len(pods) == 3
@@ -167,7 +167,7 @@ async def test_service_account_needs_rbac(
 
         await _grant_pod_reading(api, namespace, "reader")
         # RBAC reads its rules from a cache: the grant lands within moments.
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(60):
             while True:
                 try:
                     await client.CoreV1Api(reader).list_namespaced_pod(namespace)

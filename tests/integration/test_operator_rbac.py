@@ -116,11 +116,15 @@ async def test_scheduler_runs_with_its_own_least_privilege_role(
                 return (status.get("allocated") or {}).get("nvidia.com/gpu") == "2.5"
 
             await wait_for("queue status written by the ServiceAccount", status_written)
-            events = (await core.list_namespaced_event(namespace)).items
-            assert any(
-                e.reason == "Scheduled" and e.reporting_instance == scheduler_config.identity
-                for e in events
-            )
+
+            async def scheduled_event() -> bool:  # events go out after the status writes
+                events = (await core.list_namespaced_event(namespace)).items
+                return any(
+                    e.reason == "Scheduled" and e.reporting_instance == scheduler_config.identity
+                    for e in events
+                )
+
+            await wait_for("a Scheduled event written by the ServiceAccount", scheduled_event)
 
         async with await config.new_client_from_config(config_file=str(kubeconfig)) as scheduler:
             as_scheduler = client.CoreV1Api(scheduler)

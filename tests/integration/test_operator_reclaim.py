@@ -4,8 +4,9 @@ Queue `lender` (deserved 0) fills a 4-GPU node with four 1-GPU pods. Queue `owne
 (deserved 4) then asks for one 4-GPU pod. The only valid reclaim takes all four
 borrowed GPUs: exactly the lender's pods are evicted, each with an Evicted event
 naming the reclaim, the owner's pod is never touched, and once the victims are gone
-(no kubelet runs here, so the test finishes any graceful deletion) the owner's pod
-is bound.
+(no kubelet runs here, so the test finishes any graceful deletion; meanwhile the
+owner's PodGroup says it is pipelined onto the room they leave) the owner's pod is
+bound.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from kai_operator_support import (
     delete_queue,
     events_for,
     gpu_pod,
+    list_pod_groups,
     operator_config,
     pods_in,
     running_operator,
@@ -41,7 +43,9 @@ async def test_reclaim_evicts_exactly_the_borrowed_pods_and_binds_the_owner(
     try:
         async with running_operator(operator_config(control_plane.kubeconfig, namespace)):
             for name in sorted(borrowed):
-                await core.create_namespaced_pod(namespace, gpu_pod(name, lender, gpus=1))
+                pod = gpu_pod(name, lender, gpus=1)
+                pod.spec.termination_grace_period_seconds = 30  # they linger, as on a kubelet
+                await core.create_namespaced_pod(namespace, pod)
 
             async def lender_running() -> bool:
                 return set(await bound_pods(api, namespace)) == borrowed
@@ -74,6 +78,18 @@ async def test_reclaim_evicts_exactly_the_borrowed_pods_and_binds_the_owner(
             await wait_for(
                 "an Evicted event naming the reclaim on each victim", each_victim_told_why
             )
+
+            async def owner_pipelined() -> bool:
+                for group in await list_pod_groups(api, namespace):
+                    if group["spec"].get("queue") != owner:
+                        continue
+                    conditions = (group.get("status") or {}).get("schedulingConditions") or []
+                    reasons = [r.get("reason") for c in conditions for r in c.get("reasons") or []]
+                    return "Pipelined" in reasons
+                return False
+
+            # While the victims terminate, the owner waits on the room they leave.
+            await wait_for("the owner's PodGroup showing it is pipelined", owner_pipelined)
             for name in borrowed & set(pods):  # what a kubelet would do: finish the deletion
                 if pods[name].metadata.deletion_timestamp is not None:
                     await core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)

@@ -10,7 +10,6 @@ the queue's status matching the pods.
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import os
 import signal
@@ -91,7 +90,7 @@ async def test_killed_mid_gang_and_restarted_binds_each_pod_once(
 
         await wait_for("the first binds", binding_started, timeout=60, every=0.005)
         first.send_signal(signal.SIGKILL)
-        first.wait(10)
+        first.wait()
         before = await bound_pods(api, namespace)
         assert 0 < len(before) < GANG, f"the kill came too late: {len(before)} of {GANG} bound"
 
@@ -106,13 +105,19 @@ async def test_killed_mid_gang_and_restarted_binds_each_pod_once(
         per_node = collections.Counter(after.values())
         assert max(per_node.values()) <= GPUS_PER_NODE
 
-        scheduled = collections.Counter(
-            e.involved_object.name
-            for e in (await client.CoreV1Api(api).list_namespaced_event(namespace)).items
-            if e.reason == "Scheduled"
-        )
+        scheduled: collections.Counter[str] = collections.Counter()
+
+        async def binds_reported() -> bool:  # events go out at the end of the binding cycle
+            nonlocal scheduled
+            scheduled = collections.Counter(
+                e.involved_object.name
+                for e in (await client.CoreV1Api(api).list_namespaced_event(namespace)).items
+                if e.reason == "Scheduled"
+            )
+            return set(after) - set(before) <= set(scheduled)
+
         # The killed process never sent its queued events; the new one reports each of its binds.
-        assert set(after) - set(before) <= set(scheduled)
+        await wait_for("a Scheduled event for each bind of the new process", binds_reported)
         assert max(scheduled.values()) == 1  # no pod was bound twice
 
         async def queue_status_correct() -> bool:
@@ -122,8 +127,18 @@ async def test_killed_mid_gang_and_restarted_binds_each_pod_once(
         await wait_for("the queue status to count the whole gang", queue_status_correct)
     finally:
         for process in (first, second):
-            if process is not None and process.poll() is None:
-                process.terminate()
-                process.wait(15)
+            if process is not None:
+                _stop(process)
         await delete_queue(api, queue)
-        await asyncio.sleep(0)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (it releases its Lease), then SIGKILL if it does not exit: never left running."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

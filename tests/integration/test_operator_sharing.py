@@ -9,8 +9,6 @@ NVIDIA_VISIBLE_DEVICES. The reservation pod goes away with its last user.
 
 from __future__ import annotations
 
-import asyncio
-
 from kai_operator_support import (
     bound_pods,
     create_queue,
@@ -42,7 +40,8 @@ async def test_two_half_gpu_pods_share_one_reserved_device(
     node = unique("gpu")
     await gpu_nodes(GpuNode(name=node, gpus=2, gpu_memory_mib=40960))
     try:
-        async with running_operator(operator_config(control_plane.kubeconfig, namespace)):
+        config = operator_config(control_plane.kubeconfig, namespace)
+        async with running_operator(config) as (operator, _):
             for name in ("half-a", "half-b"):
                 await core.create_namespaced_pod(
                     namespace, gpu_pod(name, queue, annotations={"gpu-fraction": "0.5"})
@@ -85,7 +84,18 @@ async def test_two_half_gpu_pods_share_one_reserved_device(
             await wait_for("the device UUID to reach the pod's ConfigMap", devices_published)
 
             await core.delete_namespaced_pod("half-a", namespace, grace_period_seconds=0)
-            await asyncio.sleep(2.0)  # a few cycles, time enough to collect it wrongly
+
+            async def cycles_without_half_a() -> bool:
+                return f"{namespace}/half-a" not in operator.cache.view().pods
+
+            await wait_for("the operator to see half-a gone", cycles_without_half_a)
+            # Two whole cycles that knew half-a was gone: time enough to collect it wrongly.
+            target = operator.loop.cycles + 3
+
+            async def later_cycles() -> bool:
+                return operator.loop.cycles >= target
+
+            await wait_for("two more whole cycles", later_cycles)
             assert len(await _reservations(core, group)) == 1  # half-b still uses the device
 
             await core.delete_namespaced_pod("half-b", namespace, grace_period_seconds=0)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from fractions import Fraction
 
 from kai.engine.budget import NON_PREEMPTIBLE_OVER_QUOTA
@@ -25,7 +26,7 @@ from kai.engine.evictions.decisions import (
     PipelinedPod,
 )
 from kai.engine.evictions.greedy_search import greedy_search, preemptor_nodes
-from kai.engine.evictions.minruntime import preemption_delayed
+from kai.engine.evictions.minruntime import preemption_delay_end, preemption_delayed
 from kai.engine.evictions.next_cycle import undone_next_cycle
 from kai.engine.evictions.options import VictimOption
 from kai.engine.evictions.preemptors import Preemptor
@@ -35,6 +36,7 @@ from kai.engine.evictions.rules import (
     consolidation_on,
     may_consolidate,
     may_preempt,
+    min_runtime_protected,
     victim_options,
 )
 from kai.engine.evictions.scenario import Scenario
@@ -72,6 +74,7 @@ class EvictionOutcome:
     evictions: tuple[Eviction, ...]
     pipelined: tuple[PipelinedPod, ...]
     waiting: dict[str, str]  # pipelined gang -> why it waits, in words
+    held_back: dict[str, str]  # pending gang -> what kept it from evicting, in words
     stamps: dict[str, GroupStamps]
     report: EvictionReport
 
@@ -100,6 +103,7 @@ def run_evictions(inputs: EvictionInputs) -> EvictionOutcome:
     if any(pod.phase is PodPhase.RELEASING for pod in inputs.snapshot.pods):
         waiting = _pipeline_on_releasing(state, audit, waiting, tally)
     carried = 0.0  # solver time an action leaves unused goes to the next
+    held_back = _delayed(state, waiting)
     for position, action in enumerate(_ACTIONS):
         if not waiting or not state.has_victims():
             break
@@ -109,7 +113,7 @@ def run_evictions(inputs: EvictionInputs) -> EvictionOutcome:
         if action is Action.CONSOLIDATE:
             budget.search_work //= CONSOLIDATION_SHARE
             budget.model_work //= CONSOLIDATION_SHARE
-        waiting = _run_action(state, audit, action, waiting, budget, tally)
+        waiting = _run_action(state, audit, action, waiting, budget, tally, held_back)
         carried += budget.solver_spent
         tally.solver_seconds += budget.solver_spent
         tally.work += budget.search_spent + budget.model_spent
@@ -131,6 +135,7 @@ def run_evictions(inputs: EvictionInputs) -> EvictionOutcome:
         tuple(sorted(state.evicted.values(), key=lambda e: e.pod)),
         tuple(sorted(state.pipelined.values(), key=lambda p: p.pod)),
         _waiting_messages(state),
+        held_back,
         cycle_stamps(inputs.snapshot, bound, evicted, stale.stale_since),
         EvictionReport(
             tally.cp_sat,
@@ -195,6 +200,7 @@ def _run_action(
     waiting: list[GangRequest],
     budget: SearchBudget,
     tally: _Tally,
+    held_back: dict[str, str],
 ) -> list[GangRequest]:
     still: list[GangRequest] = []
     hopeful: list[GangRequest] = []
@@ -234,7 +240,41 @@ def _run_action(
         else:
             failed.setdefault(signature, []).append(_sizes(preemptor))
             still.append(gang)
+            protected = min_runtime_protected(state, action, preemptor)
+            if protected and gang.key not in held_back:
+                held_back[gang.key] = _protected_message(action, protected)
     return still
+
+
+def _delayed(state: EvictionState, waiting: Sequence[GangRequest]) -> dict[str, str]:
+    """The gangs whose preemption delay keeps them from evicting anyone this cycle, and why."""
+    now = state.inputs.snapshot.now
+    found: dict[str, str] = {}
+    for gang in waiting:
+        group = gang.group
+        end = preemption_delay_end(group, now)
+        if end is not None:
+            evicted_last = group.last_eviction is not None and (
+                group.created is None or group.last_eviction >= group.created
+            )
+            since = "last eviction" if evicted_last else "creation"
+            found[gang.key] = (
+                f"it may not evict others before {_moment(end)}: its preemptionDelay of "
+                f"{group.preemption_delay_seconds:g}s counts from its {since}"
+            )
+    return found
+
+
+def _protected_message(action: Action, protected: Sequence[tuple[str, datetime]]) -> str:
+    first, until = protected[0]
+    return (
+        f"{action.value} could take {len(protected)} running PodGroup(s) that min-runtime "
+        f"protects; the first, {first}, may go at {_moment(until)}"
+    )
+
+
+def _moment(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _may_trigger(state: EvictionState, action: Action, preemptor: Preemptor) -> bool:

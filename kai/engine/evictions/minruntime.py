@@ -70,10 +70,17 @@ def protected(group: PodGroup, min_runtime_seconds: float, now: datetime) -> boo
 
 def preemption_delayed(group: PodGroup, now: datetime) -> bool:
     """Within its preemption delay the gang may use free capacity but may not cause evictions (§11.2)."""
+    return preemption_delay_end(group, now) is not None
+
+
+def preemption_delay_end(group: PodGroup, now: datetime) -> datetime | None:
+    """When the gang's preemption delay ends, if it has not yet; it counts from the later of
+    its creation and its last eviction."""
     delay = group.preemption_delay_seconds
     if not delay or delay <= 0:
-        return False
+        return None
     moments = [m for m in (group.created, group.last_eviction) if m is not None]
     if not moments:
-        return False
-    return now < max(moments) + timedelta(seconds=delay)
+        return None
+    end = max(moments) + timedelta(seconds=delay)
+    return end if now < end else None

@@ -10,7 +10,8 @@ The search (greedy or CP-SAT) proposes; `check` decides, in exact arithmetic.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timedelta
 
 from kai.engine.budget import OVER_LIMIT
 from kai.engine.capacity import NodeCapacity
@@ -19,6 +20,7 @@ from kai.engine.evictions.decisions import (
     MOVED,
     Action,
 )
+from kai.engine.evictions.gangs import RunningGang
 from kai.engine.evictions.minruntime import (
     preempt_min_runtime,
     protected,
@@ -62,11 +64,37 @@ def victim_options(
     state: EvictionState, action: Action, preemptor: Preemptor
 ) -> list[VictimOption]:
     """Running gangs the action may take from for this preemptor, by name."""
-    config = state.config.evictions
     now = state.inputs.snapshot.now
+    options: list[VictimOption] = []
+    for gang, minimum in _candidates(state, action, preemptor):
+        whole = not protected(gang.group, minimum, now)
+        if whole or gang.elastic:
+            options.append(VictimOption(gang, whole))
+    if action is Action.CONSOLIDATE:
+        options = _near_fitting(state, preemptor, options)
+    options.sort(key=lambda option: option.gang.key)  # the order victims go in: victim_order
+    return options
+
+
+def min_runtime_protected(
+    state: EvictionState, action: Action, preemptor: Preemptor
+) -> list[tuple[str, datetime]]:
+    """The gangs the action could take but for min-runtime, with the moment each may go."""
+    now = state.inputs.snapshot.now
+    found = []
+    for gang, minimum in _candidates(state, action, preemptor):
+        if protected(gang.group, minimum, now) and gang.group.last_start is not None:
+            found.append((gang.key, gang.group.last_start + timedelta(seconds=minimum)))
+    return sorted(found, key=lambda item: (item[1], item[0]))
+
+
+def _candidates(
+    state: EvictionState, action: Action, preemptor: Preemptor
+) -> Iterator[tuple[RunningGang, float]]:
+    """The running preemptible gangs this action may consider, each with its min-runtime."""
+    config = state.config.evictions
     queues = state.inputs.queues
     group = preemptor.gang.group
-    options: list[VictimOption] = []
     minimums: dict[str, float | None] = {}  # victim queue -> min-runtime; None: not a victim
 
     def minimum_for(queue: str) -> float | None:
@@ -112,15 +140,8 @@ def victim_options(
         if action is Action.PREEMPT and victim.priority >= group.priority:
             continue
         minimum = minimum_for(victim.queue)
-        if minimum is None:
-            continue
-        whole = not protected(victim, minimum, now)
-        if whole or gang.elastic:
-            options.append(VictimOption(gang, whole))
-    if action is Action.CONSOLIDATE:
-        options = _near_fitting(state, preemptor, options)
-    options.sort(key=lambda option: option.gang.key)  # the order victims go in: victim_order
-    return options
+        if minimum is not None:
+            yield gang, minimum
 
 
 CONSOLIDATION_TARGET_NODES = 2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kai.operator.gpu_sharing import GPU_GROUP_LABEL, _reservation_of
+from kai.operator.gpu_sharing import GPU_GROUP_LABEL, GpuSharing, _reservation_of
 
 
 def _reservation(name: str, group: str, deleting: bool) -> dict[str, Any]:
@@ -19,3 +19,17 @@ def test_a_terminating_reservation_pod_does_not_hold_its_device() -> None:
     assert _reservation_of({"ns/old": going}, "dev-1") is None
     staying = _reservation("new", "dev-1", deleting=False)
     assert _reservation_of({"ns/old": going, "ns/new": staying}, "dev-1") is staying
+
+
+async def test_locks_of_devices_whose_reservation_exists_are_not_kept_for_ever() -> None:
+    # Devices get a fresh group id each time they are opened for sharing, so a lock kept per
+    # group would grow without bound. A reservation the cache shows needs no API call.
+    sharing = GpuSharing(None, "kai-resource-reservation", "image", None, 4)  # type: ignore[arg-type]
+    reservations = {
+        f"ns/r-{i}": _reservation(f"r-{i}", f"dev-{i}", deleting=False) for i in range(3)
+    }
+    for i in range(3):
+        await sharing._ensure_reservation(f"dev-{i}", "n1", reservations)
+    assert sharing.remembered == 3
+    sharing.forget_created(reservations)
+    assert sharing.remembered == 0

@@ -187,3 +187,15 @@ def test_a_group_in_bind_backoff_still_counts_its_running_pods_toward_its_queue(
     assert result.groups["team/g2"].reason == "OverLimit"
     assert result.groups["team/g1"].reason == "BindFailed"
     assert result.queues["q"].allocated.gpu == 4
+
+
+def test_a_problem_gone_from_the_cluster_is_forgotten() -> None:
+    builder = SnapshotBuilder("kai-resource-reservation")
+    good = {"q": _queue("q")}
+    for i in range(5):  # five bad queues in turn, each its own problem
+        bad = _queue(f"bad-{i}")
+        bad["spec"]["resources"]["gpu"] = {"quota": "many"}
+        builder.build(_view(queues={**good, f"bad-{i}": bad}), Overlay(), NOW)
+    assert builder.problems_remembered == 1  # only the problem still in the cluster
+    builder.build(_view(queues=good), Overlay(), NOW)
+    assert builder.problems_remembered == 0
