@@ -1,21 +1,32 @@
-"""End-to-end throughput on the real control plane: `kai run` against kube-scheduler.
+"""End-to-end throughput and latency on the real control plane: `kai run` against kube-scheduler.
 
-    python bench/e2e.py --nodes 500 --pods 5000 [--compare kube-scheduler] [--json]
+    python bench/e2e.py --nodes 500 --pods 5000 [--runs 3] [--stream-pods 3000]
+                        [--stream-rate 100] [--compare kube-scheduler] [--json]
 
 A fresh control plane (etcd, kube-apiserver, kube-controller-manager from
-tests/controlplane/build.sh) gets N fake GPU nodes and M pending plain pods
-(one whole GPU each, no gang). Each scheduler runs as its own process, started
-once every pod exists; its time is from its start until a watch has seen the
-last pod bound, so start-up, caches and every API write are included. kai's pods
-carry no PodGroup: its pod grouper makes one per pod, as KAI's does, which is
-part of the measured time. kube-scheduler runs with client rate limits raised
-(qps/burst 5000) so that neither side is throttled by its client. Output per
-contracts/bench.md; progress on stderr.
+tests/controlplane/build.sh) gets N fake GPU nodes; pods are plain (one whole
+GPU each, no gang). One watch, started before anything runs, records when each
+pod was first seen bound; every figure comes from it, not from a scheduler's log.
 
-Each side also reports the CPU seconds that the scheduler, kube-apiserver and
+Bursts: M pending pods exist, then the scheduler starts (its own process); the
+time runs from its start until the watch has seen the last pod bound, so start-up,
+caches and every API write count. kai's pods carry no PodGroup: its pod grouper
+makes one per pod, as KAI's does. kube-scheduler runs with client rate limits
+raised (qps/burst 5000) so that neither side is throttled by its client. The
+ceiling is a bare client posting each pod's Binding, 64 at a time, to the same
+control plane: no scheduler binds faster than that. Each side runs `--runs`
+times, interleaved (kai, kube-scheduler, ceiling, kai, ...) so drifting load
+falls on all alike; the figures are medians and the ratios are of medians.
+
+Streams: the scheduler starts and binds one warm-up pod; then pods are created
+at `--stream-rate` per second; each pod's latency is from its create request to
+its bind, and time to first bind is from the first create.
+
+Each burst also reports the CPU seconds that the scheduler, kube-apiserver and
 etcd used during its measured time (`cpuSeconds`), which says where the time
 went on a machine they all share. `--log-dir` keeps the schedulers' logs;
-`--kai-profile` runs kai under cProfile and writes its statistics there.
+`--kai-profile` runs kai's first burst under cProfile and writes its statistics
+there. Output per contracts/bench.md; progress on stderr.
 """
 
 from __future__ import annotations
@@ -26,17 +37,24 @@ import json
 import math
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+# `python bench/e2e.py` puts bench/ on the import path, not the checkout that holds it.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.timing import nearest_rank
 from kai.kube.client import ApiError, Kube, connect
 from kai.testing.binaries import default_repo_root, locate_binaries
 from kai.testing.controlplane import ClusterAccess, ControlPlane
@@ -45,7 +63,8 @@ from kai.testing.processes import free_loopback_port
 
 NAMESPACE = "bench"
 QUEUE = "bench"
-CREATE_CONCURRENCY = 64
+CONCURRENCY = 64
+"""Requests in flight when the benchmark creates pods, and the bare client's binds (the ceiling)."""
 
 
 def log(message: str) -> None:
@@ -60,6 +79,10 @@ async def _bounded(coroutines: list[Any], limit: int) -> None:
             await coroutine
 
     await asyncio.gather(*(one(c) for c in coroutines))
+
+
+def _node_name(index: int) -> str:
+    return f"node-{index:05d}"
 
 
 def _pod(name: str, scheduler: str) -> dict[str, Any]:
@@ -104,77 +127,107 @@ async def _prepare(kube: Kube, api: Any, nodes: int, gpus_per_node: int) -> None
             await asyncio.sleep(0.1)
     await _bounded(
         [
-            create_gpu_node(api, GpuNode(name=f"node-{i:05d}", gpus=gpus_per_node, pods=250))
+            create_gpu_node(api, GpuNode(name=_node_name(i), gpus=gpus_per_node, pods=250))
             for i in range(nodes)
         ],
-        CREATE_CONCURRENCY,
+        CONCURRENCY,
     )
 
 
-async def _create_pods(kube: Kube, count: int, scheduler: str, prefix: str) -> None:
+async def _create_pods(kube: Kube, names: Iterable[str], scheduler: str) -> None:
     collection = f"/api/v1/namespaces/{NAMESPACE}/pods"
-    await _bounded(
-        [kube.create(collection, _pod(f"{prefix}-{i:05d}", scheduler)) for i in range(count)],
-        CREATE_CONCURRENCY,
-    )
+    await _bounded([kube.create(collection, _pod(name, scheduler)) for name in names], CONCURRENCY)
 
 
-async def _wait_all_bound(kube: Kube, prefix: str, count: int, timeout: float) -> float:
-    """Block until `count` pods named `prefix-*` are bound; the monotonic time of the last bind."""
-    path = f"/api/v1/namespaces/{NAMESPACE}/pods"
-    listing = await kube.get(path)
-    bound = {
-        p["metadata"]["name"]
-        for p in listing["items"]
-        if p["metadata"]["name"].startswith(prefix) and p["spec"].get("nodeName")
-    }
-    version = listing["metadata"]["resourceVersion"]
-    last = time.monotonic()
-    deadline = time.monotonic() + timeout
-    while len(bound) < count:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"only {len(bound)} of {count} pods bound after {timeout:g}s")
-        query = [("resourceVersion", version), ("timeoutSeconds", "30")]
-        async for event in kube.watch(path, query, timeout=60):
-            obj = event.get("object") or {}
-            version = (obj.get("metadata") or {}).get("resourceVersion", version)
-            name = (obj.get("metadata") or {}).get("name", "")
-            if (
-                name.startswith(prefix)
-                and (obj.get("spec") or {}).get("nodeName")
-                and name not in bound
-            ):
-                bound.add(name)
-                last = time.monotonic()
-                if len(bound) % 1000 == 0:
-                    log(f"  {len(bound)} bound")
-            if len(bound) >= count:
-                break
-    return last
+def _names(prefix: str, count: int) -> list[str]:
+    return [f"{prefix}-{index:05d}" for index in range(count)]
+
+
+class BindWatch:
+    """When this process first saw each pod of the namespace bound (monotonic seconds, by name).
+
+    One watch for the whole benchmark, started before any scheduler, so every side's
+    binds are seen the same way and the pods' own (one-second) timestamps are not needed.
+    """
+
+    def __init__(self, kube: Kube) -> None:
+        self._kube = kube
+        self.bound: dict[str, float] = {}
+        self._seen = asyncio.Event()
+
+    async def run(self) -> None:
+        path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+        while True:
+            listing = await self._kube.get(path)
+            for pod in listing["items"]:
+                self._see(pod)
+            version = listing["metadata"]["resourceVersion"]
+            try:
+                while True:
+                    query = [("resourceVersion", version), ("timeoutSeconds", "30")]
+                    async for event in self._kube.watch(path, query, timeout=60):
+                        if event.get("type") == "ERROR":
+                            raise ApiError("GET", path, 410, "Expired", "watch expired")
+                        pod = event.get("object") or {}
+                        version = pod["metadata"]["resourceVersion"]
+                        self._see(pod)
+            except ApiError as error:
+                log(f"  watch restarts: {error}")
+
+    def _see(self, pod: Mapping[str, Any]) -> None:
+        name = pod["metadata"]["name"]
+        if (pod.get("spec") or {}).get("nodeName") and name not in self.bound:
+            self.bound[name] = time.monotonic()
+            self._seen.set()
+
+    async def wait(self, names: Collection[str], timeout: float) -> None:
+        """Until every one of `names` is bound; TimeoutError naming how far it got."""
+        deadline = time.monotonic() + timeout
+        while (done := sum(1 for name in names if name in self.bound)) < len(names):
+            self._seen.clear()
+            try:
+                await asyncio.wait_for(self._seen.wait(), deadline - time.monotonic())
+            except TimeoutError:
+                raise TimeoutError(
+                    f"only {done} of {len(names)} pods bound after {timeout:g}s"
+                ) from None
+
+    def times(self, names: Iterable[str]) -> list[float]:
+        return [self.bound[name] for name in names]
 
 
 async def _delete_pods(kube: Kube) -> None:
-    path = f"/api/v1/namespaces/{NAMESPACE}/pods"
-    await kube.delete(path, {"gracePeriodSeconds": 0})
-    while (await kube.get(path, [("limit", "1")]))["items"]:
-        await asyncio.sleep(0.2)
+    """Pods and kai's PodGroups, so that the next run starts from an empty namespace (the
+    garbage collector would delete the groups, but late, while the next run writes)."""
+    for path in (
+        f"/api/v1/namespaces/{NAMESPACE}/pods",
+        f"/apis/scheduling.run.ai/v2alpha2/namespaces/{NAMESPACE}/podgroups",
+    ):
+        await kube.delete(path, {"gracePeriodSeconds": 0})
+        while (await kube.get(path, [("limit", "1")]))["items"]:
+            await asyncio.sleep(0.2)
 
 
 def _kai_process(
-    access: ClusterAccess, port: int, time_limit: float, log_path: Path, profile: Path | None
+    access: ClusterAccess,
+    port: int,
+    args: argparse.Namespace,
+    log_path: Path,
+    profile: Path | None,
 ) -> subprocess.Popen[bytes]:
     profiler = ["-m", "cProfile", "-o", str(profile.resolve())] if profile is not None else []
     argv = [
         sys.executable, *profiler, "-m", "kai.cli.main", "run",
         f"--kubeconfig={access.kubeconfig}", f"--metrics-port={port}",
-        f"--time-limit={time_limit}", "--no-leader-election", "--log-level=info",
+        f"--time-limit={args.time_limit}", f"--burst-pods={args.burst_pods}",
+        "--no-leader-election", "--log-level=info", *args.kai_option,
     ]  # fmt: skip
     with log_path.open("wb") as out:
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=default_repo_root())
 
 
 def _kube_scheduler_process(
-    access: ClusterAccess, binary: Path, workdir: Path
+    access: ClusterAccess, binary: Path, workdir: Path, label: str
 ) -> subprocess.Popen[bytes]:
     config = workdir / "kube-scheduler.yaml"
     config.write_text(
@@ -192,7 +245,7 @@ def _kube_scheduler_process(
         )
     )
     argv = [str(binary), f"--config={config}", "--secure-port=0", "-v=1"]
-    with (workdir / "kube-scheduler.log").open("wb") as out:
+    with (workdir / f"kube-scheduler-{label}.log").open("wb") as out:
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
 
 
@@ -204,6 +257,23 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def _first_cycle_start(log_path: Path) -> float | None:
+    """When kai's first cycle began (epoch seconds): its summary line's time less its length.
+
+    A cycle is kai's own notion, so this one figure comes from its log; the binds it is
+    compared with come from the watch.
+    """
+    for line in log_path.read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if entry.get("event") == "cycle":
+            ended = datetime.fromisoformat(entry["timestamp"]).timestamp()
+            return float(ended - entry["total_ms"] / 1000)
+    return None
 
 
 async def _cycle_seconds(port: int) -> dict[str, float]:
@@ -258,123 +328,305 @@ def _control_plane_pids() -> dict[str, int]:
     return found
 
 
-async def _measure(
+Start = Callable[[str], subprocess.Popen[bytes]]
+"""Starts one scheduler; its argument names the run (for its log file)."""
+
+
+@dataclass(frozen=True)
+class Side:
+    name: str  # the key in the JSON output
+    prefix: str  # of its pods' names
+    scheduler: str  # their schedulerName
+    start: Start | None  # None: the bare client binds the pods itself
+    log: Callable[[str], Path] | None = None  # kai's log file for a run, to find its cycles
+
+
+def interleaved(sides: Sequence[Side], runs: int) -> list[tuple[int, Side]]:
+    """(run, side) in the order they run: every side once per round, so a change of the
+    machine's load during the benchmark falls on all sides alike."""
+    return [(run, side) for run in range(runs) for side in sides]
+
+
+async def _burst(
     kube: Kube,
-    start: Callable[[], subprocess.Popen[bytes]],
-    prefix: str,
-    pods: int,
-    timeout: float,
-) -> tuple[float, dict[str, float], subprocess.Popen[bytes]]:
-    """Seconds until the last pod was bound, and the CPU seconds each process spent meanwhile."""
+    watch: BindWatch,
+    side: Side,
+    run: int,
+    args: argparse.Namespace,
+    metrics_port: int,
+) -> dict[str, Any]:
+    """One burst: `args.pods` pending pods, then the scheduler starts; until the last is bound."""
+    names = _names(f"{side.prefix}-b{run}", args.pods)
+    await _create_pods(kube, names, side.scheduler)
     others = _control_plane_pids()
     before = {name: _cpu_seconds(pid) for name, pid in others.items()}
     began = time.monotonic()
-    process = start()
+    process = side.start(f"burst-{run}") if side.start is not None else None
     try:
-        last = await _wait_all_bound(kube, prefix, pods, timeout)
-    except BaseException:
+        if process is None:
+            await _bind_all(kube, names, args.nodes)
+        await watch.wait(names, args.timeout)
+        cpu = {name: round(_cpu_seconds(pid) - before[name], 1) for name, pid in others.items()}
+        if process is not None:
+            cpu["scheduler"] = round(_cpu_seconds(process.pid), 1)
+        cycles = await _cycle_seconds(metrics_port) if side.name == "kai" else {}
+    finally:
+        if process is not None:
+            _stop(process)
+    times = watch.times(names)
+    row: dict[str, Any] = {
+        "seconds": round(max(times) - began, 2),
+        "firstBindSeconds": round(min(times) - began, 2),
+    }
+    cycle_began = _first_cycle_start(side.log(f"burst-{run}")) if side.log is not None else None
+    if cycle_began is not None:
+        wall = time.time() - time.monotonic()  # the watch's monotonic times as epoch seconds
+        row["firstBindAfterCycleStartSeconds"] = round(min(times) + wall - cycle_began, 2)
+    row.update({**cycles, "cpuSeconds": cpu})
+    await _delete_pods(kube)
+    return row
+
+
+async def _bind_all(kube: Kube, names: Sequence[str], nodes: int) -> None:
+    """The ceiling: a bare client posts each pod's Binding, round robin over the nodes."""
+
+    def binding(index: int, name: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": _node_name(index % nodes)},
+        }
+
+    collection = f"/api/v1/namespaces/{NAMESPACE}/pods"
+    await _bounded(
+        [
+            kube.create(f"{collection}/{name}/binding", binding(index, name))
+            for index, name in enumerate(names)
+        ],
+        CONCURRENCY,
+    )
+
+
+async def _stream(
+    kube: Kube, watch: BindWatch, side: Side, run: int, args: argparse.Namespace
+) -> dict[str, Any]:
+    """Pods created at a fixed rate while the scheduler runs: each one's creation-to-bind latency.
+
+    The scheduler first binds one warm-up pod, so start-up is not counted; a pod's
+    creation is when its create request was sent, its bind when the watch saw it.
+    """
+    assert side.start is not None
+    process = side.start(f"stream-{run}")
+    try:
+        warm = [f"{side.prefix}-w{run}"]
+        await _create_pods(kube, warm, side.scheduler)
+        await watch.wait(warm, args.timeout)
+        names = _names(f"{side.prefix}-s{run}", args.stream_pods)
+        sent: dict[str, float] = {}
+        began = time.monotonic()
+
+        async def create(index: int, name: str) -> None:
+            await asyncio.sleep(max(0.0, began + index / args.stream_rate - time.monotonic()))
+            sent[name] = time.monotonic()
+            await kube.create(f"/api/v1/namespaces/{NAMESPACE}/pods", _pod(name, side.scheduler))
+
+        await asyncio.gather(*(create(index, name) for index, name in enumerate(names)))
+        created = time.monotonic()
+        await watch.wait(names, args.timeout)
+    finally:
         _stop(process)
-        raise
-    cpu = {"scheduler": round(_cpu_seconds(process.pid), 1)}
-    for name, pid in others.items():
-        cpu[name] = round(_cpu_seconds(pid) - before[name], 1)
-    return last - began, cpu, process
+    latencies = [watch.bound[name] - sent[name] for name in names]
+    row = {
+        "createdPerSecond": round(len(names) / max(created - began, 1e-9), 1),
+        "firstBindSeconds": round(min(watch.times(names)) - began, 3),
+        "latencySeconds": _latency_summary(latencies),
+    }
+    await _delete_pods(kube)
+    return row
+
+
+def _latency_summary(latencies: Sequence[float]) -> dict[str, float]:
+    return {
+        "p50": round(nearest_rank(latencies, 0.5), 3),
+        "p99": round(nearest_rank(latencies, 0.99), 3),
+        "max": round(max(latencies), 3),
+    }
+
+
+def summarize_bursts(pods: int, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One side's bursts: the median run's seconds, and the rate that makes (pods over it)."""
+    seconds = statistics.median(row["seconds"] for row in rows)
+    summary: dict[str, Any] = {
+        "podsBoundPerSecond": round(pods / seconds, 1),
+        "seconds": round(seconds, 2),
+    }
+    for figure in ("firstBindSeconds", "firstBindAfterCycleStartSeconds"):
+        if all(figure in row for row in rows):
+            summary[figure] = round(statistics.median(row[figure] for row in rows), 2)
+    return {**summary, "runs": list(rows)}
+
+
+def summarize_streams(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One side's streams: the median over runs of each figure."""
+
+    def median_of(pick: Callable[[Mapping[str, Any]], float]) -> float:
+        return round(statistics.median(pick(row) for row in rows), 3)
+
+    return {
+        "firstBindSeconds": median_of(lambda row: row["firstBindSeconds"]),
+        "latencySeconds": {
+            figure: median_of(lambda row, f=figure: row["latencySeconds"][f])  # type: ignore[misc]
+            for figure in ("p50", "p99", "max")
+        },
+        "runs": list(rows),
+    }
+
+
+def ratio(numerator: float, denominator: float) -> float:
+    return round(numerator / denominator, 2)
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     binaries = locate_binaries(default_repo_root())
-    gpus_per_node = max(args.gpus_per_node, math.ceil(args.pods / args.nodes))
+    most = max(args.pods, args.stream_pods + 1)
+    gpus_per_node = max(args.gpus_per_node, math.ceil(most / args.nodes))
     with (
         ControlPlane(binaries, default_repo_root() / "crds") as access,
         tempfile.TemporaryDirectory() as tmp,
     ):
         workdir = args.log_dir or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
+        port = free_loopback_port()
+
+        def kai_log(label: str) -> Path:
+            return workdir / f"kai-{label}.log"
+
+        def kai(label: str) -> subprocess.Popen[bytes]:
+            profile = args.kai_profile if label == "burst-0" else None
+            return _kai_process(access, port, args, kai_log(label), profile)
+
+        def kube_scheduler(label: str) -> subprocess.Popen[bytes]:
+            return _kube_scheduler_process(access, binaries.kube_scheduler, workdir, label)
+
+        sides = [Side("kai", "kai", "kai-scheduler", kai, kai_log)]
+        if args.compare == "kube-scheduler":
+            sides.append(Side("kubeScheduler", "kube", "default-scheduler", kube_scheduler))
+        burst_sides = [*sides, Side("ceiling", "bare", "none", None)] if args.ceiling else sides
         client = await connect(access.kubeconfig)
         async with client:
             kube = Kube(client)
             log(f"creating {args.nodes} nodes ({gpus_per_node} GPUs each)")
             await _prepare(kube, client, args.nodes, gpus_per_node)
-            result: dict[str, Any] = {
-                "bench": "e2e",
-                "nodes": args.nodes,
-                "gpusPerNode": gpus_per_node,
-                "pods": args.pods,
-            }
-            log(f"creating {args.pods} pending pods for kai")
-            await _create_pods(kube, args.pods, "kai-scheduler", "kai")
-            port = free_loopback_port()
-            log("running kai")
-            seconds, cpu, process = await _measure(
-                kube,
-                lambda: _kai_process(
-                    access, port, args.time_limit, workdir / "kai.log", args.kai_profile
-                ),
-                "kai",
-                args.pods,
-                args.timeout,
+            watch = BindWatch(kube)
+            watching = asyncio.create_task(watch.run())
+            try:
+                result = await _runs(kube, watch, args, port, burst_sides, sides)
+            finally:
+                watching.cancel()
+        return {"bench": "e2e", "nodes": args.nodes, "gpusPerNode": gpus_per_node, **result}
+
+
+async def _runs(
+    kube: Kube,
+    watch: BindWatch,
+    args: argparse.Namespace,
+    port: int,
+    burst_sides: Sequence[Side],
+    stream_sides: Sequence[Side],
+) -> dict[str, Any]:
+    result: dict[str, Any] = {"pods": args.pods, "runs": args.runs}
+    bursts: dict[str, list[dict[str, Any]]] = {side.name: [] for side in burst_sides}
+    if args.pods:
+        for run, side in interleaved(burst_sides, args.runs):
+            log(f"burst {run}: {side.name}, {args.pods} pods")
+            row = await _burst(kube, watch, side, run, args, port)
+            log(f"  {row}")
+            bursts[side.name].append(row)
+        for name, rows in bursts.items():
+            result[name] = summarize_bursts(args.pods, rows)
+        rate = {name: result[name]["podsBoundPerSecond"] for name in bursts}
+        if "kubeScheduler" in rate:
+            result["ratio"] = ratio(rate["kai"], rate["kubeScheduler"])
+        if "ceiling" in rate:
+            result["ratioToCeiling"] = ratio(rate["kai"], rate["ceiling"])
+    if args.stream_pods:
+        streams: dict[str, list[dict[str, Any]]] = {side.name: [] for side in stream_sides}
+        for run, side in interleaved(stream_sides, args.stream_runs):
+            log(f"stream {run}: {side.name}, {args.stream_pods} pods at {args.stream_rate}/s")
+            row = await _stream(kube, watch, side, run, args)
+            log(f"  {row}")
+            streams[side.name].append(row)
+        result["stream"] = {
+            "rate": args.stream_rate,
+            "pods": args.stream_pods,
+            **{name: summarize_streams(rows) for name, rows in streams.items()},
+        }
+    return result
+
+
+def _print_table(result: Mapping[str, Any]) -> None:
+    for name in ("kai", "kubeScheduler", "ceiling"):
+        if name in result:
+            row = result[name]
+            print(
+                f"{name:15} {row['podsBoundPerSecond']:>8} pods/s  {row['seconds']:>8} s"
+                f"  first bind {row['firstBindSeconds']:>6} s  (median of {len(row['runs'])})"
             )
-            cycles = await _cycle_seconds(port)
-            _stop(process)
-            result["kai"] = {
-                "podsBoundPerSecond": round(args.pods / seconds, 1),
-                "seconds": round(seconds, 2),
-                **cycles,
-                "cpuSeconds": cpu,
-            }
-            log(f"kai: {result['kai']}")
-            if args.compare == "kube-scheduler":
-                log("deleting kai's pods")
-                await _delete_pods(kube)
-                log(f"creating {args.pods} pending pods for kube-scheduler")
-                await _create_pods(kube, args.pods, "default-scheduler", "kube")
-                log("running kube-scheduler")
-                seconds, cpu, process = await _measure(
-                    kube,
-                    lambda: _kube_scheduler_process(access, binaries.kube_scheduler, workdir),
-                    "kube",
-                    args.pods,
-                    args.timeout,
+            if "firstBindAfterCycleStartSeconds" in row:
+                print(
+                    f"{'':15} first bind {row['firstBindAfterCycleStartSeconds']} s"
+                    " after its first cycle began"
                 )
-                _stop(process)
-                result["kubeScheduler"] = {
-                    "podsBoundPerSecond": round(args.pods / seconds, 1),
-                    "seconds": round(seconds, 2),
-                    "cpuSeconds": cpu,
-                }
-                log(f"kube-scheduler: {result['kubeScheduler']}")
-                result["ratio"] = round(
-                    result["kai"]["podsBoundPerSecond"]
-                    / result["kubeScheduler"]["podsBoundPerSecond"],
-                    2,
+    for key, label in (("ratio", "kai / kube-scheduler"), ("ratioToCeiling", "kai / ceiling")):
+        if key in result:
+            print(f"ratio ({label}): {result[key]}")
+    stream = result.get("stream")
+    if stream:
+        print(f"stream: {stream['pods']} pods at {stream['rate']} pods/s")
+        for name in ("kai", "kubeScheduler"):
+            if name in stream:
+                row = stream[name]
+                latency = row["latencySeconds"]
+                print(
+                    f"{name:15} first bind {row['firstBindSeconds']:>6} s  p50 {latency['p50']} s"
+                    f"  p99 {latency['p99']} s  max {latency['max']} s"
                 )
-            return result
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--nodes", type=int, default=500)
-    parser.add_argument("--pods", type=int, default=5000)
+    parser.add_argument("--pods", type=int, default=5000, help="per burst; 0: no bursts")
+    parser.add_argument("--runs", type=int, default=3, help="bursts per side, interleaved")
     parser.add_argument("--gpus-per-node", type=int, default=8, help="raised to fit every pod")
     parser.add_argument("--compare", choices=("kube-scheduler", "none"), default="kube-scheduler")
     parser.add_argument(
+        "--no-ceiling", dest="ceiling", action="store_false", help="skip the bare client's bursts"
+    )
+    parser.add_argument("--stream-pods", type=int, default=3000, help="0: no streaming runs")
+    parser.add_argument("--stream-rate", type=float, default=100.0, help="pods created per second")
+    parser.add_argument("--stream-runs", type=int, default=1, help="streams per side, interleaved")
+    parser.add_argument(
         "--time-limit", type=float, default=1.0, help="kai's solver seconds per cycle"
     )
-    parser.add_argument("--timeout", type=float, default=900.0, help="per scheduler, seconds")
+    parser.add_argument("--burst-pods", type=int, default=500, help="kai run --burst-pods")
+    parser.add_argument(
+        "--kai-option",
+        action="append",
+        default=[],
+        help="one more `kai run` option, e.g. --period=2s",
+    )
+    parser.add_argument("--timeout", type=float, default=900.0, help="per run, seconds")
     parser.add_argument("--log-dir", type=Path, help="keep the schedulers' logs here")
-    parser.add_argument("--kai-profile", type=Path, help="run kai under cProfile, stats here")
+    parser.add_argument("--kai-profile", type=Path, help="run kai's first burst under cProfile")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     result = asyncio.run(run(args))
     if args.json:
         print(json.dumps(result))
     else:
-        for name in ("kai", "kubeScheduler"):
-            if name in result:
-                row = result[name]
-                print(f"{name:15} {row['podsBoundPerSecond']:>8} pods/s  {row['seconds']:>8} s")
-        if "ratio" in result:
-            print(f"ratio (kai / kube-scheduler): {result['ratio']}")
+        _print_table(result)
     return 0
 
 

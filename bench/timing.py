@@ -23,6 +23,13 @@ def timed_cycle(snapshot: Snapshot, config: EngineConfig) -> tuple[float, float,
 
 def summarize(seconds: Sequence[float]) -> dict[str, float]:
     """Median and nearest-rank 95th percentile: with fewer than 20 runs the p95 is the slowest."""
-    ordered = sorted(seconds)
-    rank = math.ceil(0.95 * len(ordered))
-    return {"median": round(statistics.median(ordered), 3), "p95": round(ordered[rank - 1], 3)}
+    return {
+        "median": round(statistics.median(seconds), 3),
+        "p95": round(nearest_rank(seconds, 0.95), 3),
+    }
+
+
+def nearest_rank(values: Sequence[float], fraction: float) -> float:
+    """The nearest-rank percentile: the smallest value with at least `fraction` of all at or below it."""
+    ordered = sorted(values)
+    return ordered[max(1, math.ceil(fraction * len(ordered))) - 1]

@@ -39,6 +39,18 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--bind-concurrency", type=_positive, default=32)
     parser.add_argument(
+        "--write-concurrency",
+        type=_positive,
+        default=16,
+        help="PodGroup, status and event writes in flight at once",
+    )
+    parser.add_argument(
+        "--burst-pods",
+        type=int,
+        default=500,
+        help="new pods one cycle takes on at most; the rest go to the next cycle (0: no bound)",
+    )
+    parser.add_argument(
         "--failed-cycles-unhealthy",
         type=_positive,
         default=5,
@@ -72,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
         time_limit_seconds=args.time_limit,
         metrics_port=args.metrics_port,
         bind_concurrency=args.bind_concurrency,
+        burst_pods=args.burst_pods,
+        write_concurrency=args.write_concurrency,
         failed_cycles_unhealthy=args.failed_cycles_unhealthy,
         namespace=args.namespace,
         identity=args.identity or default_identity(),

@@ -103,7 +103,12 @@ async def run_operator(
         backoff = BindBackoff()
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
         grouper = PodGrouper(
-            kube, OwnerReader(kube), events, config.reservation_namespace, config.write_concurrency
+            kube,
+            OwnerReader(kube),
+            events,
+            config.reservation_namespace,
+            config.write_concurrency,
+            config.burst_pods,
         )
         loop = SchedulingLoop(
             cache=cache,

@@ -5,14 +5,17 @@ A cycle: take a consistent view of the watch cache; plan the groups of new pods
 snapshot with the plans and the scheduler's own recent binds laid over it, and
 solve it on a worker thread (the engine is CPU-bound and must not stall the
 watches, the lease renewals or those writes on the event loop); bind, each pod
-as soon as its group is written; write status, events and metrics; collect
-unused GPU reservations. Only the leader runs cycles, and a cycle that finds
-the Lease lost between its steps stops there (the API client refuses the writes
-still in flight). A failing cycle is logged and counted, and the next one starts
-from the cluster as it is then; the loop is alive while cycles finish, and
-unhealthy after `failed_cycles_unhealthy` failures in a row. The engine runs
-through `isolation`, so a group whose data makes it raise is set aside and the
-others are scheduled.
+as soon as its group is written; collect unused GPU reservations; record
+metrics; then start writing status and events, which go out while the next
+cycle plans and binds (the next cycle waits for them before starting its own).
+Only the leader runs cycles, and a cycle that finds the Lease lost between its
+steps stops there (the API client refuses the writes still in flight); a
+cycle's status and events are dropped if the Lease is lost before they go out.
+A failing cycle is logged and counted, and the next one starts from the cluster
+as it is then; the loop is alive while cycles finish, and unhealthy after
+`failed_cycles_unhealthy` failures in a row. The engine runs through
+`isolation`, so a group whose data makes it raise is set aside and the others
+are scheduled.
 """
 
 from __future__ import annotations
@@ -32,11 +35,12 @@ import structlog
 
 from kai.api.pods import gpu_groups
 from kai.engine.accounting import queue_shares
-from kai.engine.cycle import CycleResult, run_cycle
+from kai.engine.cycle import CycleResult, GroupDecision, run_cycle
 from kai.engine.fairshare import QueueShare
 from kai.engine.model import EngineConfig, PodPhase, Snapshot
 from kai.operator.backoff import BindBackoff
 from kai.operator.binder import Annotations, Binder, Held, still_held
+from kai.operator.burst import statuses_to_write
 from kai.operator.cache import ClusterCache, ClusterView
 from kai.operator.events import EventRecorder
 from kai.operator.gpu_sharing import GpuSharing, reservation_pods
@@ -106,6 +110,7 @@ class SchedulingLoop:
         """Groups the engine failed with last cycle: tried without first if it fails again."""
         self._assumed: dict[str, Held] = {}
         """Pod uid -> a bind of this process the watch does not show yet (or of unknown outcome)."""
+        self._trailing: asyncio.Future[None] | None = None  # the last cycle's status and events
         self.cycles = 0
         self.recent: deque[CycleSummary] = deque(maxlen=64)
         self.last_alive = time.monotonic()
@@ -122,6 +127,13 @@ class SchedulingLoop:
         return self.failed_in_a_row < self._failed_cycles_unhealthy
 
     async def run(self) -> None:
+        try:
+            await self._cycles()
+        finally:  # the last cycle's status and events must not outlive the scheduler
+            if self._trailing is not None:
+                self._trailing.cancel()
+
+    async def _cycles(self) -> None:
         await self._cache.wait_synced()
         started = 0.0
         while True:
@@ -216,16 +228,18 @@ class SchedulingLoop:
                 started = {pod.group for pod in snapshot.pods if pod.key in bound}
                 await self._stamps.publish(view.pod_groups, result.stamps, started)
             after = _with_binds(snapshot, bound)
-            self._still_leading("status")
-            with _timed(timings, "status"):
-                shares = queue_shares(after)
-                await self._status.publish(view, after, shares, result.groups, now)
+            shares = queue_shares(after)
+            decisions = statuses_to_write(result.groups, burst_continues=plans.deferred > 0)
             self._metrics.forget_pod_groups(view.pod_groups.keys())
             self._still_leading("gpu-sharing")
             with _timed(timings, "gpu-sharing"):
                 await self._tend_reservations()
-            self._still_leading("events")
-            await self._events.flush()
+            # Status and events go out while the next cycle plans and binds (kai.operator.burst);
+            # one cycle's at a time, in order, and a failure there fails the next cycle.
+            with _timed(timings, "previous-status"):
+                if self._trailing is not None:
+                    await self._trailing
+            self._trailing = asyncio.ensure_future(self._publish(after, shares, decisions, now))
         elapsed = time.monotonic() - began
         self._record(timings, elapsed, shares)
         log.info(
@@ -238,8 +252,26 @@ class SchedulingLoop:
             ms={step: round(seconds * 1000, 1) for step, seconds in timings.items()},
             total_ms=round(elapsed * 1000, 1),
         )
+        if plans.deferred:  # the rest of a burst: the next cycle starts at once
+            self._cache.changed.set()
         self.cycles += 1
         self.recent.append(CycleSummary(cycle_id, tuple(sorted(bound)), elapsed))
+
+    async def _publish(
+        self,
+        after: Snapshot,
+        shares: Mapping[str, QueueShare],
+        decisions: Mapping[str, GroupDecision],
+        now: datetime,
+    ) -> None:
+        """A cycle's status and events, against the cache as it is when they are written;
+        nothing once the Lease is lost (a replica that does not lead writes nothing)."""
+        if self._is_leader():
+            await self._status.publish(self._cache.view(), after, shares, decisions, now)
+        if self._is_leader():
+            await self._events.flush()
+        else:
+            self._events.discard()
 
     async def _bind(
         self,

@@ -37,6 +37,7 @@ from kai.grouping import GroupingError, PodGroupPlan, plan_pod_group
 from kai.grouping.plan import NODE_POOL_LABEL
 from kai.kube.client import ApiError, Kube
 from kai.kube.owners import OwnerChainError, OwnerReader
+from kai.operator.burst import first_in_line
 from kai.operator.cache import ClusterView
 from kai.operator.events import GROUPING_FAILED, WARNING, EventRecorder, InvolvedObject
 from kai.workloads.catalog import load_catalog
@@ -61,6 +62,8 @@ class Plans:
     """Written in an earlier cycle; the watch has not shown the annotation yet."""
     retrying: frozenset[str]
     """New plans whose group write failed in an earlier cycle: written, not scheduled."""
+    deferred: int = 0
+    """Pods that need a group but wait for a later cycle: the burst was over its bound."""
 
     def schedulable(self) -> dict[str, PodGroupPlan]:
         """The plans the cycle's snapshot lays over the cache."""
@@ -87,9 +90,11 @@ class PodGrouper:
         events: EventRecorder,
         reservation_namespace: str,
         concurrency: int,
+        burst_limit: int = 0,
     ) -> None:
         self._kube = kube
         self._owners = owners
+        self._burst_limit = burst_limit  # new pods grouped per cycle; 0: all (kai.operator.burst)
         self._events = events
         self._reservation_namespace = reservation_namespace
         self._concurrency = concurrency
@@ -101,7 +106,7 @@ class PodGrouper:
         self._reported: dict[str, str] = {}  # pod uid -> last grouping problem
 
     async def plan(self, view: ClusterView, priority_classes: Mapping[str, int]) -> Plans:
-        """Plan every ungrouped pod; reads owners, writes nothing."""
+        """Plan the ungrouped pods first in line (at most the burst limit); reads owners, writes nothing."""
         self._forget_settled(view)
         self._forget_reports_of_gone(view)
         waiting = [
@@ -110,6 +115,7 @@ class PodGrouper:
             if key not in self._written and self._needs_group(pod)
         ]
         self._refused &= {key for key, _ in waiting}
+        waiting, deferred = first_in_line(waiting, self._burst_limit)
         new: dict[str, PodGroupPlan] = {}
         if waiting:
             self._owners.start_cycle()
@@ -122,6 +128,7 @@ class PodGrouper:
             new=new,
             written={key: plan for key, (_, plan) in self._written.items()},
             retrying=frozenset(self._refused & new.keys()),
+            deferred=deferred,
         )
 
     def writes(self, view: ClusterView, plans: Mapping[str, PodGroupPlan]) -> GroupWrites:

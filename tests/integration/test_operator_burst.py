@@ -1,0 +1,83 @@
+"""A burst of new pods is taken on a bounded number per cycle, first in line first.
+
+With `burst_pods` = 5 and 12 pending pods, no cycle binds more than 5, the cycles
+bind the pods in the order they were created, a pod that does not fit, left
+for a later cycle by the bound, still gets its reason, and the status of the
+groups bound during the burst is written once it is over.
+"""
+
+from __future__ import annotations
+
+from kai_operator_support import (
+    bound_pods,
+    create_queue,
+    delete_queue,
+    gpu_pod,
+    list_pod_groups,
+    operator_config,
+    running_operator,
+    unique,
+    wait_for,
+)
+from kubernetes_asyncio import client
+
+from kai.testing.controlplane import ClusterAccess
+from kai.testing.fakes import GpuNode, NodeFactory
+
+BURST = 5
+FITTING = 12
+
+
+async def test_a_burst_is_bound_a_bounded_number_per_cycle_in_order(
+    api: client.ApiClient, namespace: str, gpu_nodes: NodeFactory, control_plane: ClusterAccess
+) -> None:
+    core = client.CoreV1Api(api)
+    queue = unique("burst")
+    await create_queue(api, queue)
+    await gpu_nodes(GpuNode(name=unique("gpu"), gpus=FITTING, gpu_memory_mib=40960))
+    names = [f"p-{index:02d}" for index in range(FITTING)]
+    try:
+        for name in names:  # all pending before the scheduler starts: one burst
+            await core.create_namespaced_pod(namespace, gpu_pod(name, queue, gpus=1))
+        await core.create_namespaced_pod(namespace, gpu_pod("too-big", queue, gpus=FITTING + 1))
+        config = operator_config(control_plane.kubeconfig, namespace, burst_pods=BURST)
+        async with running_operator(config) as (operator, _):
+
+            async def all_bound() -> bool:
+                return len(await bound_pods(api, namespace)) == FITTING
+
+            await wait_for("every fitting pod to be bound", all_bound, timeout=120)
+
+            def recorded() -> list[str]:
+                return [key for cycle in operator.loop.recent for key in cycle.bound]
+
+            async def summaries_recorded() -> bool:
+                return len(recorded()) == FITTING
+
+            await wait_for("the binding cycles' summaries", summaries_recorded, timeout=60)
+            per_cycle = [cycle.bound for cycle in operator.loop.recent if cycle.bound]
+            assert max(len(bound) for bound in per_cycle) <= BURST
+            assert len(per_cycle) >= -(-FITTING // BURST)
+            in_order = [key.partition("/")[2] for bound in per_cycle for key in sorted(bound)]
+            assert in_order == names  # no later pod overtakes an earlier one
+
+            async def too_big_has_a_reason() -> bool:
+                for group in await list_pod_groups(api, namespace):
+                    conditions = (group.get("status") or {}).get("schedulingConditions") or []
+                    if group["spec"]["queue"] == queue and conditions:
+                        return conditions[0]["reasons"][0]["reason"] != ""
+                return False
+
+            await wait_for("the pod that does not fit to get its reason", too_big_has_a_reason)
+            assert "too-big" not in await bound_pods(api, namespace)
+
+            async def bound_groups_show_their_gpu() -> bool:  # written once the burst is over
+                allocated = [
+                    ((g.get("status") or {}).get("resourcesStatus") or {}).get("allocated") or {}
+                    for g in await list_pod_groups(api, namespace)
+                ]
+                return sum(1 for a in allocated if a.get("nvidia.com/gpu") == "1") == FITTING
+
+            await wait_for("every bound group's status", bound_groups_show_their_gpu)
+    finally:
+        await delete_queue(api, queue)
