@@ -74,7 +74,17 @@ class StatusWriter:
         self._kube = kube
         self._events = events
         self._concurrency = concurrency
+        self._written: dict[str, Mapping[str, Any]] = {}  # object -> the status last written
         self.writes = 0
+
+    def _differs(self, what: str, current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+        """Whether `wanted` must be written: the cache shows otherwise, or this writer last
+        wrote otherwise. The cache may not show that last write yet (a watch that lags or
+        was cut), and would hide that a change back to what it shows is still owed."""
+        written = self._written.get(what)
+        return (written is not None and written != wanted) or any(
+            current.get(field, []) != value for field, value in wanted.items()
+        )
 
     async def publish(
         self,
@@ -85,14 +95,16 @@ class StatusWriter:
         now: datetime,
     ) -> None:
         writes: list[tuple[str, Any]] = []
+        wants: dict[str, Mapping[str, Any]] = {}
         for name, share in shares.items():
             queue = view.queues.get(name)
             if queue is None:
                 continue
             wanted = queue_status(share)
-            current = queue.get("status") or {}
-            if any(current.get(field) != value for field, value in wanted.items()):
-                writes.append((f"Queue {name}", self._patcher(_queue_path(name), wanted)))
+            what = f"Queue {name}"
+            if self._differs(what, queue.get("status") or {}, wanted):
+                writes.append((what, self._patcher(_queue_path(name), wanted)))
+                wants[what] = wanted
         group_totals = _group_resources(after)
         pending_pods = _pending_pods_by_group(after)
         for key, decision in decisions.items():
@@ -110,15 +122,26 @@ class StatusWriter:
                     "requested": resource_list(requested),
                 },
             }
-            if any(current.get(field, []) != value for field, value in wanted.items()):
-                writes.append((f"PodGroup {key}", self._patcher(pod_group_path(group), wanted)))
+            what = f"PodGroup {key}"
+            if self._differs(what, current, wanted):
+                writes.append((what, self._patcher(pod_group_path(group), wanted)))
+                wants[what] = wanted
             if conditions and conditions != current.get("schedulingConditions", []):
                 self._announce(group, decision, pending_pods.get(key, []))
         self.writes += len(writes)
         failures = await run_bounded(writes, self._concurrency)
-        for what, error in failures.items():
-            # Not retried here: the next cycle computes the status again and sees the difference.
-            log.warning("status not written", object=what, error=str(error))
+        for what, status in wants.items():
+            if what in failures:
+                # Not retried here: the next cycle computes the status again and writes it.
+                self._written.pop(what, None)
+                log.warning("status not written", object=what, error=str(failures[what]))
+            else:
+                self._written[what] = status
+        present = {f"Queue {name}" for name in view.queues} | {
+            f"PodGroup {key}" for key in view.pod_groups
+        }
+        for what in [w for w in self._written if w not in present]:
+            del self._written[what]
 
     def _patcher(self, path: str, status: Mapping[str, Any]) -> Any:
         return lambda: self._kube.merge_patch(f"{path}/status", {"status": status})

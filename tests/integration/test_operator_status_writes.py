@@ -1,0 +1,61 @@
+"""Status is written against what the scheduler last wrote, not only against its cache.
+
+The watch cache may not show the scheduler's own last write yet (a watch that lags or
+was cut and is resuming). A Queue whose GPUs went 8 -> 0 -> 8 within that window
+looks, to a writer that compares with the cache alone, as if it still showed 8: the
+second change is never written and the Queue reports 0 while 8 GPUs run. The view
+given here is that stale cache, held still; the Queue is the real one.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Any
+
+from kai_operator_support import create_queue, delete_queue, get_queue, unique
+from kubernetes_asyncio import client
+
+from kai.engine.fairshare import QueueShare
+from kai.engine.model import Snapshot
+from kai.engine.resources import Resources
+from kai.kube.client import Kube, connect
+from kai.operator.cache import ClusterView
+from kai.operator.events import EventRecorder
+from kai.operator.status import StatusWriter, queue_status
+from kai.testing.controlplane import ClusterAccess
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+EMPTY = Snapshot(nodes=(), pods=(), pod_groups=(), queues=(), now=NOW)
+
+
+def _share(gpus: int) -> QueueShare:
+    amount = Resources(gpu=gpus)
+    return QueueShare(amount, amount, amount, Resources(), amount, Resources(gpu=-1))
+
+
+def _view(queue: dict[str, Any]) -> ClusterView:
+    empty: MappingProxyType[str, Any] = MappingProxyType({})
+    queues = MappingProxyType({queue["metadata"]["name"]: queue})
+    return ClusterView(empty, empty, queues, empty, empty, empty, 1)
+
+
+async def test_a_change_back_to_what_a_stale_cache_shows_is_still_written(
+    api: client.ApiClient, control_plane: ClusterAccess
+) -> None:
+    name = unique("stale")
+    await create_queue(api, name, gpu_quota=8)
+    try:
+        async with await connect(control_plane.kubeconfig) as connection:
+            kube = Kube(connection)
+            writer = StatusWriter(kube, EventRecorder(kube, "test"), concurrency=4)
+            stale = {**await get_queue(api, name), "status": queue_status(_share(8))}
+            await writer.publish(_view(stale), EMPTY, {name: _share(8)}, {}, NOW)
+            await writer.publish(_view(stale), EMPTY, {name: _share(0)}, {}, NOW)
+            assert (await get_queue(api, name))["status"]["allocated"]["nvidia.com/gpu"] == "0"
+            # The cache still shows 8 (it has not seen the write of 0): 8 must go out again.
+            await writer.publish(_view(stale), EMPTY, {name: _share(8)}, {}, NOW)
+            status = (await get_queue(api, name))["status"]
+            assert status["allocated"]["nvidia.com/gpu"] == "8"
+    finally:
+        await delete_queue(api, name)
