@@ -139,9 +139,10 @@ class SchedulingLoop:
         while True:
             await self._wait(started)
             started = time.monotonic()
-            if not self._is_leader():
-                self._assumed.clear()  # a new leader term starts from the cluster alone
-            else:
+            # Binds this process made stay held while it does not lead: they are facts about
+            # the cluster until the watch shows them, and a leader whose Lease only lapsed for
+            # a moment would otherwise bind into capacity its own binds already took.
+            if self._is_leader():
                 await self._guarded_cycle()
             self.last_alive = time.monotonic()
             self.passes += 1

@@ -156,15 +156,16 @@ class PodGrouper:
         )
 
     def _forget_settled(self, view: ClusterView) -> None:
-        """Drop plans whose pod now shows its annotation, or is gone or replaced."""
-        for key, (uid, _) in list(self._written.items()):
+        """Drop plans whose pod is gone or replaced, or which the cache shows whole: the pod
+        with its annotation and the PodGroup itself. The two come by different watches; a
+        bound pod whose group the cache lacks would count toward no queue, and its queue
+        could be given more than its limit."""
+        for key, (uid, plan) in list(self._written.items()):
             pod = view.pods.get(key)
             metadata = (pod or {}).get("metadata") or {}
-            if (
-                pod is None
-                or metadata.get("uid") != uid
-                or (metadata.get("annotations") or {}).get(POD_GROUP_ANNOTATION)
-            ):
+            annotated = bool((metadata.get("annotations") or {}).get(POD_GROUP_ANNOTATION))
+            group_seen = f"{plan.namespace}/{plan.name}" in view.pod_groups
+            if pod is None or metadata.get("uid") != uid or (annotated and group_seen):
                 del self._written[key]
 
     def _forget_reports_of_gone(self, view: ClusterView) -> None:

@@ -1,0 +1,51 @@
+"""The grouper keeps a written plan until the cache shows both halves: pod and PodGroup.
+
+The pod's annotation and the PodGroup arrive by different watches. Dropping the plan
+when the annotation shows, while the PodGroup watch lags, left a bound pod whose
+group the snapshot lacked: its GPUs counted toward no queue, and the queue was given
+more than its limit (the soak's "running pods hold 17 GPUs, limit 16").
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any
+
+from kai.api.constants import default_priority_classes
+from kai.kube.owners import OwnerReader
+from kai.operator.cache import ClusterView
+from kai.operator.events import EventRecorder
+from kai.operator.pod_grouper import PodGrouper, Written
+
+
+def _pod(annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ns", "uid": "uid-p", "resourceVersion": "1",
+                     "labels": {"kai.scheduler/queue": "q"}, "annotations": annotations or {}},
+        "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c"}]},
+        "status": {"phase": "Pending"},
+    }  # fmt: skip
+
+
+def _view(pod: dict[str, Any], pod_groups: dict[str, Any]) -> ClusterView:
+    empty: MappingProxyType[str, Any] = MappingProxyType({})
+    pods = MappingProxyType({"ns/p": pod})
+    return ClusterView(empty, pods, empty, MappingProxyType(pod_groups), empty, empty, 1)
+
+
+async def test_a_written_plan_stays_until_the_cache_shows_its_pod_group_too() -> None:
+    grouper = PodGrouper(None, OwnerReader(None), EventRecorder(None, "t"), "kai-res", 4)  # type: ignore[arg-type]
+    classes = default_priority_classes()
+    (plan,) = (await grouper.plan(_view(_pod(), {}), classes)).new.values()
+    grouper._settle("ns/p", "uid-p", plan, Written.ALL)  # the group and the bind went out
+    group_key = f"{plan.namespace}/{plan.name}"
+    annotated = _pod({"pod-group-name": plan.name})
+
+    lagging = await grouper.plan(_view(annotated, {}), classes)  # the PodGroup watch lags
+    assert set(lagging.schedulable()) == {"ns/p"}
+
+    caught_up = await grouper.plan(_view(annotated, {group_key: plan.manifest}), classes)
+    assert caught_up.schedulable() == {}
+    assert grouper.remembered == 0
