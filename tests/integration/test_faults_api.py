@@ -130,7 +130,8 @@ async def _bind_fault_scenario(
             await _cycles(operator, 5)
             await _finish_job(api, namespace, "first")
             await wait_bound(api, namespace, 2 * GANG_SIZE)
-        assert await watcher.verify([queue]) == []
+            # Checked while the operator runs: status settles only while it writes.
+            assert await watcher.verify([queue]) == []
 
 
 def _first_gang_binds(action: Action, skip: int = 0, times: int | None = None) -> Rule:
@@ -214,7 +215,8 @@ async def _watch_fault_scenario(
             await wait_bound(api, namespace, 2 * GANG_SIZE)
             assert not task.done()
             await _cycles(operator, 2)
-        assert await watcher.verify([queue]) == []
+            # Checked while the operator runs: status settles only while it writes.
+            assert await watcher.verify([queue]) == []
 
 
 async def test_dropped_watch_connections_are_resumed(
@@ -289,7 +291,8 @@ async def test_a_leader_whose_renewal_is_answered_late_binds_nothing_once_the_st
             for pod in await bound_pods(api, namespace):
                 await set_pod_phase(api, namespace, pod, "Succeeded")
             await wait_bound(api, namespace, 2 * GANG_SIZE)
-        assert await invariants.verify([queue]) == []
+            # Checked while the operator runs: status settles only while it writes.
+            assert await invariants.verify([queue]) == []
 
 
 def _over(rule: Rule) -> Callable[[], Awaitable[bool]]:
@@ -344,6 +347,7 @@ async def test_a_bind_whose_answer_is_lost_holds_its_capacity_until_the_watch_sh
             for first in await bound_pods(api, namespace):
                 await set_pod_phase(api, namespace, first, "Succeeded")
             await wait_bound(api, namespace, 2)
-        assert await invariants.verify([queue]) == []
+            # Checked while the operator runs: status settles only while it writes.
+            assert await invariants.verify([queue]) == []
     finally:
         await delete_queue(api, queue)

@@ -92,7 +92,8 @@ async def test_the_operator_recovers_when_kube_apiserver_restarts(
             await _retrying(lambda: _submit(api, namespace, "second", queue))
             await wait_bound(api, namespace, 2 * GANG_SIZE)
             assert not task.done()
-        assert await invariants.verify([queue]) == []
+            # Checked while the operator runs: status settles only while it writes.
+            assert await invariants.verify([queue]) == []
 
 
 async def _succeed(api: client.ApiClient, namespace: str, name: str) -> None:
@@ -189,7 +190,8 @@ async def test_a_sigkilled_leader_leaves_no_partial_gang_and_the_standby_finishe
                 assert len(await bound_pods(api, namespace)) < 2 * GANG_SIZE
                 await wait_for("the standby to take over", _leads(standby), timeout=120)
                 await wait_bound(api, namespace, 2 * GANG_SIZE)
-        assert await invariants.verify([queue]) == []
+                # Checked while the operator runs: status settles only while it writes.
+                assert await invariants.verify([queue]) == []
 
 
 def _holds(api: client.ApiClient, config: OperatorConfig) -> Callable[[], Awaitable[bool]]:
