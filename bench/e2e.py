@@ -58,7 +58,7 @@ from bench.timing import nearest_rank
 from kai.kube.client import ApiError, Kube, connect
 from kai.testing.binaries import default_repo_root, locate_binaries
 from kai.testing.controlplane import ClusterAccess, ControlPlane
-from kai.testing.fakes import GpuNode, create_gpu_node
+from kai.testing.fakes import GpuNode, create_gpu_node, wait_for_default_service_account
 from kai.testing.processes import free_loopback_port
 
 NAMESPACE = "bench"
@@ -119,12 +119,7 @@ async def _prepare(kube: Kube, api: Any, nodes: int, gpus_per_node: int) -> None
             "spec": {"resources": {"gpu": unlimited, "cpu": unlimited, "memory": unlimited}},
         },
     )
-    while True:  # pods are admitted once the namespace's default ServiceAccount exists
-        try:
-            await kube.get(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default")
-            break
-        except ApiError:
-            await asyncio.sleep(0.1)
+    await wait_for_default_service_account(kube, NAMESPACE)
     await _bounded(
         [
             create_gpu_node(api, GpuNode(name=_node_name(i), gpus=gpus_per_node, pods=250))

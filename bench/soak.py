@@ -36,7 +36,7 @@ from typing import Any
 from kai.kube.client import ApiError, Kube, connect
 from kai.testing.binaries import default_repo_root, locate_binaries
 from kai.testing.controlplane import ClusterAccess, ControlPlane
-from kai.testing.fakes import GpuNode, create_gpu_node
+from kai.testing.fakes import GpuNode, create_gpu_node, wait_for_default_service_account
 from kai.testing.faultproxy import (
     CommitThenDrop,
     Fail,
@@ -258,12 +258,7 @@ async def _prepare(kube: Kube, access: ClusterAccess, nodes: int, gpus: int) -> 
     await kube.create("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
     for name, limit in QUEUE_LIMITS.items():
         await kube.create("/apis/scheduling.run.ai/v2/queues", _queue(name, limit))
-    while True:  # pods are admitted once the namespace's default ServiceAccount exists
-        try:
-            await kube.get(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default")
-            break
-        except ApiError:
-            await asyncio.sleep(0.1)
+    await wait_for_default_service_account(kube, NAMESPACE)
     api = await connect(access.kubeconfig)
     async with api:
         for index in range(nodes):

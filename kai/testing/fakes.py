@@ -8,12 +8,15 @@ them on with :func:`set_pod_phase`, as a kubelet would report.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 from kubernetes_asyncio import client
+
+from kai.kube.client import ApiError, Kube
 
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
@@ -102,3 +105,15 @@ async def set_pod_phase(
         name, namespace, {"status": status}
     )
     return updated
+
+
+async def wait_for_default_service_account(kube: Kube, namespace: str) -> None:
+    """Return once the namespace's default ServiceAccount exists: until then the API server
+    refuses every pod created in it."""
+    path = f"/api/v1/namespaces/{namespace}/serviceaccounts/default"
+    while True:
+        try:
+            await kube.get(path)
+            return
+        except ApiError:
+            await asyncio.sleep(0.1)
