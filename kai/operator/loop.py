@@ -63,6 +63,10 @@ class CycleSummary:
     seconds: float
 
 
+TRAILING_STOP_GRACE_SECONDS = 10.0
+"""How long a stop waits for the last cycle's status and events."""
+
+
 class LeadershipLostError(Exception):
     """The Lease was lost between two steps of a cycle: the rest of its decisions are dropped."""
 
@@ -88,6 +92,7 @@ class SchedulingLoop:
         is_leader: Callable[[], bool],
         failed_cycles_unhealthy: int,
         run_engine: Engine = run_cycle,
+        stop_grace_seconds: float = TRAILING_STOP_GRACE_SECONDS,
     ) -> None:
         self._cache = cache
         self._builder = builder
@@ -106,6 +111,7 @@ class SchedulingLoop:
         self._is_leader = is_leader
         self._failed_cycles_unhealthy = failed_cycles_unhealthy
         self._run_engine = run_engine
+        self._stop_grace = stop_grace_seconds
         self._culprits: tuple[str, ...] = ()
         """Groups the engine failed with last cycle: tried without first if it fails again."""
         self._assumed: dict[str, Held] = {}
@@ -129,9 +135,28 @@ class SchedulingLoop:
     async def run(self) -> None:
         try:
             await self._cycles()
-        finally:  # the last cycle's status and events must not outlive the scheduler
-            if self._trailing is not None:
-                self._trailing.cancel()
+        finally:
+            await self._finish_trailing()
+
+    async def _finish_trailing(self) -> None:
+        """On a stop, the last cycle's status and events get `stop_grace_seconds` to go out.
+
+        They describe binds already made, and the Lease is released only after this: a
+        clean stop leaves the cluster showing its last decisions. Past the grace they are
+        dropped (never outliving the scheduler); the next leader writes them again.
+        """
+        trailing, self._trailing = self._trailing, None
+        if trailing is None:
+            return
+        try:
+            async with asyncio.timeout(self._stop_grace):
+                await asyncio.shield(trailing)
+        except TimeoutError:
+            log.warning("the last cycle's status and events not written before the stop")
+        except Exception:
+            log.exception("the last cycle's status and events failed")
+        finally:
+            trailing.cancel()
 
     async def _cycles(self) -> None:
         await self._cache.wait_synced()
