@@ -48,7 +48,7 @@ from kai.operator.isolation import Engine, run_isolating
 from kai.operator.metrics import Metrics
 from kai.operator.pod_grouper import PodGrouper
 from kai.operator.snapshot import Assumed, Overlay, SnapshotBuilder
-from kai.operator.stamps import StampWriter
+from kai.operator.stamps import StampWriter, start_annotations
 from kai.operator.status import StatusWriter
 
 log = structlog.get_logger(__name__)
@@ -224,7 +224,7 @@ class SchedulingLoop:
                 assumed={entry.key: entry.placement for entry in self._assumed.values()},
                 held=self._backoff.held(time.monotonic()),
             )
-            # The new groups are written while the engine works; each pod's bind waits for its own.
+            # The new groups are written once the engine has decided; each pod's bind waits for its own.
             async with self._grouper.writes(view, plans.new) as grouping:
                 with _timed(timings, "snapshot"):
                     snapshot = self._builder.build(view, overlay, now)
@@ -241,7 +241,12 @@ class SchedulingLoop:
                 self._culprits = isolated.culprits
                 result = isolated.result
                 self._still_leading("bind")
-                grouping.decided([binding.pod for binding in result.bindings])
+                group_of = {pod.key: pod.group for pod in snapshot.pods}
+                starting = {group_of[binding.pod] for binding in result.bindings}
+                grouping.decided(
+                    [binding.pod for binding in result.bindings],
+                    start_annotations(result.stamps, starting),
+                )
                 with _timed(timings, "bind"):
                     bound = await self._bind(result, snapshot, view, grouping.annotations)
                 with _timed(timings, "group-write"):
@@ -252,7 +257,9 @@ class SchedulingLoop:
             self._still_leading("stamps")
             with _timed(timings, "stamps"):
                 started = {pod.group for pod in snapshot.pods if pod.key in bound}
-                await self._stamps.publish(view.pod_groups, result.stamps, started)
+                await self._stamps.publish(
+                    view.pod_groups, result.stamps, started, grouping.stamped
+                )
             after = _with_binds(snapshot, bound)
             shares = queue_shares(after)
             decisions = statuses_to_write(result.groups, burst_continues=plans.deferred > 0)

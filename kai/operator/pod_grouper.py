@@ -16,7 +16,9 @@ never bound before its PodGroup exists, never bound without its annotation, and 
 scheduler killed in between leaves at worst a PodGroup whose pod is not annotated
 yet, which the next cycle plans again and finds (409) instead of creating.
 Sub-group labels are patched before the bind: a Binding's labels are copied only
-behind a feature gate. Written plans are remembered until the cache shows the
+behind a feature gate. A new group the cycle binds is created with its start
+timestamp (the writes start once the engine has decided): one write per new group
+instead of a create and then an annotation patch. Written plans are remembered until the cache shows the
 annotation, so a pod is not grouped twice while the watch catches up.
 """
 
@@ -26,6 +28,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from functools import partial
 from types import TracebackType
 from typing import Any
 
@@ -224,17 +227,21 @@ class PodGrouper:
 
 
 class GroupWrites:
-    """One cycle's grouping writes, as an async context that starts them and awaits them all.
+    """One cycle's grouping writes, as an async context that awaits them all on exit.
 
-    On entry every new plan's PodGroup write starts, at most `concurrency` writes
-    at once, while the cycle builds its snapshot and solves it. `decided` is told
-    which pods the cycle binds, in the binder's order: their annotation will ride
-    on the binding; every other pod (and a pod with sub-group labels) is patched
-    as soon as its group is written. The binder asks `annotations(pod)` before each
-    bind: it waits for the pod's PodGroup and answers what the binding must carry,
-    or None when the group could not be written (the pod is not bound this cycle).
-    `finish` is told which pods were bound, patches those whose bind did not
-    happen and waits for every write. Failures (an unexpected exception too: it
+    `decided` is told which pods the cycle binds, in the binder's order, and the
+    start timestamps of the groups it binds; it starts the PodGroup writes, at most
+    `concurrency` at once, in that order, then those of the other plans. A new
+    group the cycle binds is created with its start timestamp (`stamped` says which
+    creates carried one): written before the engine had decided, each needed a
+    second write, an annotation patch, and a burst's creates were waiting for a
+    write slot anyway. The bound pods' annotation will ride on the binding; every
+    other pod (and a pod with sub-group labels) is patched as soon as its group is
+    written. The binder asks `annotations(pod)` before each bind: it waits for the
+    pod's PodGroup and answers what the binding must carry, or None when the group
+    could not be written (the pod is not bound this cycle). `finish` is told which
+    pods were bound, patches those whose bind did not happen and waits for every
+    write. Failures (an unexpected exception too: it
     stays with its pod) are logged and retried next cycle; on exit each pod's
     outcome goes to `settle`.
     """
@@ -257,14 +264,11 @@ class GroupWrites:
         self._patches: dict[str, asyncio.Task[bool]] = {}
         self._carried: set[str] = set()
         self._bound: set[str] = set()
+        self.stamped: dict[str, Mapping[str, str]] = {}
+        """PodGroup key -> the timestamp annotations its create carried."""
 
     async def __aenter__(self) -> GroupWrites:
         await self._tasks.__aenter__()
-        for plan in self._plans.values():
-            key = _group_key(plan)
-            if key not in self._groups:
-                write = _group_writer(self._kube, self._view.pod_groups.get(key), plan)
-                self._groups[key] = self._tasks.create_task(self._bounded(key, "PodGroup", write))
         return self
 
     async def __aexit__(
@@ -286,14 +290,36 @@ class GroupWrites:
             return {} if await self._patches[pod_key] else None
         return plan.pod_annotations if await self._groups[_group_key(plan)] else None
 
-    def decided(self, binding_order: Sequence[str]) -> None:
-        """The pods the cycle binds: theirs is the binding's annotation; patch all others."""
+    def decided(
+        self, binding_order: Sequence[str], starts: Mapping[str, Mapping[str, str]]
+    ) -> None:
+        """The pods the cycle binds, and PodGroup key -> the start annotations of each group
+        it binds: the group writes start; the binding carries the annotation of these pods,
+        every other pod is patched."""
+        for key in [*binding_order, *self._plans]:
+            plan = self._plans.get(key)
+            if plan is not None and _group_key(plan) not in self._groups:
+                self._start_group_write(plan, starts.get(_group_key(plan)) or {})
         self._carried = {
             key for key in binding_order if key in self._plans and not self._plans[key].pod_labels
         }
         for key in self._plans:
             if key not in self._carried:
                 self._start_patch(key)
+
+    def _start_group_write(self, plan: PodGroupPlan, starts: Mapping[str, str]) -> None:
+        key = _group_key(plan)
+        existing = self._view.pod_groups.get(key)
+        write = (
+            partial(self._create, key, plan, starts)
+            if existing is None
+            else _group_updater(self._kube, existing, plan)
+        )
+        self._groups[key] = self._tasks.create_task(self._bounded(key, "PodGroup", write))
+
+    async def _create(self, key: str, plan: PodGroupPlan, starts: Mapping[str, str]) -> None:
+        if await _create_pod_group(self._kube, plan, starts) and starts:
+            self.stamped[key] = starts
 
     async def finish(self, bound: Collection[str]) -> None:
         """After the binds: annotate the pods whose binding was to carry it but was not made,
@@ -347,30 +373,44 @@ def _group_key(plan: PodGroupPlan) -> str:
     return f"{plan.namespace}/{plan.name}"
 
 
-def _group_writer(
-    kube: Kube, existing: Mapping[str, Any] | None, plan: PodGroupPlan
+def _collection(plan: PodGroupPlan) -> str:
+    return f"/apis/scheduling.run.ai/v2alpha2/namespaces/{plan.namespace}/podgroups"
+
+
+async def _create_pod_group(kube: Kube, plan: PodGroupPlan, annotations: Mapping[str, str]) -> bool:
+    """Creates the PodGroup with these extra annotations: True. False: it existed (an
+    earlier incarnation created it, and the cache does not show it yet), and it is
+    brought to the plan without them."""
+    collection = _collection(plan)
+    try:
+        await kube.create(collection, _with_annotations(plan.manifest, annotations))
+    except ApiError as error:
+        if error.status != _CONFLICT:
+            raise
+        current = await kube.get(f"{collection}/{plan.name}")
+        patch = update_patch(current, plan)
+        if patch is not None:
+            await kube.merge_patch(f"{collection}/{plan.name}", patch)
+        return False
+    return True
+
+
+def _group_updater(
+    kube: Kube, existing: Mapping[str, Any], plan: PodGroupPlan
 ) -> Callable[[], Awaitable[object]] | None:
-    """Creates the PodGroup, or brings an existing one to the plan; None if nothing to do."""
-    collection = f"/apis/scheduling.run.ai/v2alpha2/namespaces/{plan.namespace}/podgroups"
-    if existing is None:
-
-        async def create() -> None:
-            try:
-                await kube.create(collection, plan.manifest)
-            except ApiError as error:
-                if error.status != _CONFLICT:
-                    raise
-                # Created by an earlier incarnation, and not in the cache yet.
-                current = await kube.get(f"{collection}/{plan.name}")
-                patch = update_patch(current, plan)
-                if patch is not None:
-                    await kube.merge_patch(f"{collection}/{plan.name}", patch)
-
-        return create
+    """Brings an existing PodGroup to the plan; None if nothing to do."""
     patch = update_patch(existing, plan)
     if patch is None:
         return None
-    return lambda: kube.merge_patch(f"{collection}/{plan.name}", patch)
+    return lambda: kube.merge_patch(f"{_collection(plan)}/{plan.name}", patch)
+
+
+def _with_annotations(manifest: Mapping[str, Any], extra: Mapping[str, str]) -> Mapping[str, Any]:
+    if not extra:
+        return manifest
+    metadata = dict(manifest.get("metadata") or {})
+    metadata["annotations"] = {**(metadata.get("annotations") or {}), **extra}
+    return {**manifest, "metadata": metadata}
 
 
 def _pod_patcher(

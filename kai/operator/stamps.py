@@ -8,7 +8,10 @@ protection works in a live cluster only if they are written. A start is written 
 for a group this cycle really bound a pod of: the engine stamps the start of the gangs it
 decided to bind, and a bind can still fail. The patch is a merge patch on the PodGroup's
 metadata (a None value removes the annotation), sent only when the cache shows otherwise,
-and sent again next cycle if it failed.
+and sent again next cycle if it failed. A group the pod grouper creates in the cycle that
+binds it gets its start in the create (`start_annotations`; the grouper says which creates
+carried one): no patch then, and a start carried by a group none of whose pods was bound
+after all is taken back.
 """
 
 from __future__ import annotations
@@ -43,8 +46,10 @@ class StampWriter:
         pod_groups: Mapping[str, Mapping[str, Any]],
         stamps: Mapping[str, GroupStamps],
         started: Collection[str],
+        created_with: Mapping[str, Mapping[str, str]],
     ) -> None:
-        """Write each group's changed annotations; `started` are the groups with a pod bound.
+        """Write each group's changed annotations; `started` are the groups with a pod bound,
+        `created_with` the annotations that this cycle's PodGroup creates carried.
 
         `pod_groups` is the cycle's view, which lacks the groups the pod grouper created in
         this same cycle: their stamps are written all the same (the engine stamps a group
@@ -56,9 +61,12 @@ class StampWriter:
             if key not in started:
                 del wanted[LAST_START_ANNOTATION]
             self._owed[key] = {**self._owed.get(key, {}), **wanted}
+        for key, carried in created_with.items():
+            if key not in started:  # no pod of it was bound after all: no start to show
+                self._owed[key] = {**self._owed.get(key, {}), **dict.fromkeys(carried)}
         writes = []
         for key, owed in sorted(self._owed.items()):
-            current = _annotations(pod_groups.get(key))
+            current = {**_annotations(pod_groups.get(key)), **created_with.get(key, {})}
             changed = {name: value for name, value in owed.items() if current.get(name) != value}
             if not changed:
                 del self._owed[key]
@@ -89,3 +97,17 @@ def _annotations(group: Mapping[str, Any] | None) -> Mapping[str, str]:
 
 def _patcher(kube: Kube, path: str, patch: Mapping[str, Any]) -> Any:
     return lambda: kube.merge_patch(path, patch)
+
+
+def start_annotations(
+    stamps: Mapping[str, GroupStamps], starting: Collection[str]
+) -> dict[str, dict[str, str]]:
+    """The start annotation of each group the cycle is about to bind, for its create."""
+    found = {}
+    for key in starting:
+        stamp = stamps.get(key)
+        if stamp is not None and stamp.last_start is not None:
+            start = stamp_annotations(stamp.last_start, None, None)[LAST_START_ANNOTATION]
+            if start is not None:
+                found[key] = {LAST_START_ANNOTATION: start}
+    return found

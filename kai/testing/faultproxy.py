@@ -98,6 +98,11 @@ class MalformedLine:
 
 
 @dataclass(frozen=True)
+class Observe:
+    """Forward untouched: the rule only counts the requests (`fired`)."""
+
+
+@dataclass(frozen=True)
 class Stall:
     """Open the watch but send none of its events until the rule is removed, then all of them.
 
@@ -115,6 +120,7 @@ Action = (
     | Hang
     | Gone
     | MalformedLine
+    | Observe
     | Stall
 )
 

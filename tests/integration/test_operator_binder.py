@@ -350,7 +350,7 @@ async def _group_and_bind_gang(
         groups[own.key] = own
     bindings = [Binding(key, kit.nodes[0], Fraction(0), ()) for key in pods]
     async with GroupWrites(kit.kube, view, plans, 4, lambda *_: None) as grouping:
-        grouping.decided(list(pods))
+        grouping.decided(list(pods), {})
         report = await kit.binder().bind(
             bindings, pods, groups, view.pods, {}, grouping.annotations
         )
