@@ -226,6 +226,12 @@ def _owner_topology(owner: Mapping[str, Any]) -> dict[str, str] | None:
     return topology if "topology" in topology else None
 
 
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+"""libyaml's safe dumper where PyYAML has it: the same text in a quarter of the time, and
+this runs once per pod (with the pure-Python one, about 5% of the scheduler's time in a
+5,000-pod burst)."""
+
+
 def _top_owner_metadata(owner: Mapping[str, Any]) -> str:
     gvk = gvk_of(owner)
     document = {
@@ -235,7 +241,7 @@ def _top_owner_metadata(owner: Mapping[str, Any]) -> str:
         "name": name_of(owner),
         "uid": object_uid(owner),
     }
-    return yaml.safe_dump(document, sort_keys=False)
+    return yaml.dump(document, Dumper=_DUMPER, sort_keys=False)
 
 
 def grouped_manifest(manifest: Mapping[str, Any], plan: PodGroupPlan) -> dict[str, Any]:
