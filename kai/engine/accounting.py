@@ -59,6 +59,20 @@ def leaf_usage(snapshot: Snapshot) -> dict[str, QueueUsage]:
     }
 
 
+def releasing_usage(snapshot: Snapshot) -> dict[str, Resources]:
+    """What each leaf queue's pods being deleted still hold: they leave KAI's `allocated`
+    (fair share, status) at once, but hold their devices until they are gone."""
+    groups = {group.key: group for group in snapshot.pod_groups}
+    nodes = {node.name: node for node in snapshot.nodes}
+    memory_mib = accounting_device_memory(snapshot)
+    releasing: dict[str, Resources] = defaultdict(Resources)
+    for pod in snapshot.pods:
+        group = groups.get(pod.group)
+        if group is not None and pod.scheduler_is_ours and pod.phase is PodPhase.RELEASING:
+            releasing[group.queue] += pod_resources(pod, _device_memory(nodes, pod, memory_mib))
+    return dict(releasing)
+
+
 def queue_shares(snapshot: Snapshot) -> dict[str, QueueShare]:
     return compute_fair_shares(divisible_total(snapshot), snapshot.queues, leaf_usage(snapshot))
 

@@ -86,6 +86,22 @@ class QueueBudget:
         """An independent ledger starting from this one's allocations."""
         return QueueBudget(self._queues, self.allocated, self.allocated_np)
 
+    def counting(self, releasing: Mapping[str, Resources]) -> QueueBudget:
+        """A ledger whose limits also count what each leaf queue's pods being deleted hold.
+
+        A bind must fit under a limit with them (they still hold their devices); a gang
+        that fits only once they are gone is pipelined there, as onto Releasing capacity,
+        so evictions and pipelining keep the ledger without them (else they would evict
+        more to make room that is already being freed).
+        """
+        ledger = self.copy()
+        for leaf, amount in releasing.items():
+            for queue in ledger.ancestry(leaf):
+                ledger.allocated[queue.name] = (
+                    ledger.allocated.get(queue.name, Resources()) + amount
+                )
+        return ledger
+
     def ancestry(self, leaf: str) -> list[Queue]:
         """The leaf and its ancestors, leaf first."""
         chain: list[Queue] = []

@@ -19,6 +19,7 @@ from kai.engine.accounting import (
     divisible_total,
     pods_by_group,
     queue_shares,
+    releasing_usage,
 )
 from kai.engine.budget import QueueBudget, Refusal, leaf_names
 from kai.engine.capacity import NodeCapacity, initial_capacity
@@ -100,6 +101,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
         {name: share.allocated for name, share in shares.items()},
         {name: share.allocated_non_preemptible for name, share in shares.items()},
     )
+    binding_budget = budget.counting(releasing_usage(snapshot))
     decisions: dict[str, GroupDecision] = {
         item.group: GroupDecision(item.group, item.queue, False, item.reason, item.message)
         for item in snapshot.set_aside
@@ -118,7 +120,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
         if request.missing > 0:
             decisions[request.key] = _pending(request.group, explain_incomplete(request))
             continue
-        refusal = budget.check(
+        refusal = binding_budget.check(
             request.group.queue, request.core_request(memory_mib), request.group.preemptible
         )
         if refusal is not None and request.core and not request.growth:
@@ -137,7 +139,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
     ) -> AllocationOutcome:
         return allocate_in_kai_order(gangs, start, ledger, kai_order)
 
-    greedy_budget = budget.copy()
+    greedy_budget = binding_budget.copy()
     greedy = run_greedy(capacity, placeable, greedy_budget)
     greedy_violations = validate(snapshot, _proposed(greedy))
     if greedy_violations:
@@ -152,7 +154,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
             placeable,
             capacity,
             queues,
-            budget,
+            binding_budget,
             eligible_for,
             greedy,
             config,
@@ -166,7 +168,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
             if not found and _better_or_equal(optimized.outcome, greedy, memory_mib, elastic_of):
                 chosen, answer = optimized.outcome, "cp-sat"
 
-    final_budget = budget.copy()
+    final_budget = binding_budget.copy()
     admitted = set(chosen.admitted)
     for placement in chosen.placements.values():
         group = groups[placement.pod.group]

@@ -204,8 +204,12 @@ def _check_queues(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) ->
     totals_np: dict[str, list[Fraction]] = defaultdict(lambda: [Fraction(0)] * 3)
     grew: dict[str, list[bool]] = defaultdict(lambda: [False] * 3)
     grew_np: dict[str, list[bool]] = defaultdict(lambda: [False] * 3)
+    # A pod being deleted still holds its devices: it counts against the limit (not the
+    # non-preemptible quota, which KAI's allocated decides) until it is gone.
     entries = [
-        (p, p.node, False) for p in snapshot.pods if p.phase.is_active_allocated and p.node in nodes
+        (p, p.node, False)
+        for p in snapshot.pods
+        if p.node in nodes and p.phase in (PodPhase.BOUND, PodPhase.RELEASING)
     ]
     entries += [(p, b.node, True) for p, b in new]
     for pod, node_name, is_new in entries:
@@ -217,7 +221,7 @@ def _check_queues(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) ->
             for i, amount in enumerate(amounts):
                 totals[queue_name][i] += amount
                 grew[queue_name][i] |= is_new and amount > 0
-                if not group.preemptible:
+                if not group.preemptible and pod.phase is not PodPhase.RELEASING:
                     totals_np[queue_name][i] += amount
                     grew_np[queue_name][i] |= is_new and amount > 0
     problems: list[str] = []

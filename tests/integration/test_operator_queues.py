@@ -1,6 +1,14 @@
-"""Queue rules hold live: a limit caps what a queue gets, a missing queue is named."""
+"""Queue rules hold live: a limit caps what a queue gets, a missing queue is named.
+
+A pod being deleted still holds its devices until it is gone (a kubelet stopping it, a
+finalizer such as the Job controller's): its queue's limit counts it, so a pod of the
+queue that fits only in the room it will leave is pipelined there, not bound, until it
+has left (the soak saw a queue of limit 16 hold 17 GPUs this way).
+"""
 
 from __future__ import annotations
+
+import contextlib
 
 from kai_operator_support import (
     bound_pods,
@@ -76,3 +84,57 @@ async def test_queue_limit_holds_and_missing_queue_is_reported(
             await wait_for("the capped queue's status", queue_status)
     finally:
         await delete_queue(api, limited)
+
+
+HOLD = "kai.test/hold"
+
+
+async def _pod_group_reasons(api: client.ApiClient, namespace: str) -> list[str]:
+    reasons = []
+    for group in await list_pod_groups(api, namespace):
+        for condition in (group.get("status") or {}).get("schedulingConditions") or []:
+            reasons += [reason["reason"] for reason in condition.get("reasons") or []]
+    return reasons
+
+
+async def test_a_limit_counts_the_pods_of_its_queue_that_are_being_deleted(
+    api: client.ApiClient, namespace: str, gpu_nodes: NodeFactory, control_plane: ClusterAccess
+) -> None:
+    core = client.CoreV1Api(api)
+    queue = unique("capped")
+    await create_queue(api, queue, gpu_quota=2, gpu_limit=2)
+    await gpu_nodes(GpuNode(name=unique("gpu"), gpus=4, gpu_memory_mib=40960))
+    leaving = gpu_pod("leaving", queue, gpus=2)
+    leaving.metadata.finalizers = [HOLD]  # deleted, it stays until the finalizer goes
+    try:
+        async with running_operator(operator_config(control_plane.kubeconfig, namespace)):
+            await core.create_namespaced_pod(namespace, leaving)
+
+            async def first_bound() -> bool:
+                return "leaving" in await bound_pods(api, namespace)
+
+            await wait_for("the first pod bound", first_bound)
+            await core.delete_namespaced_pod("leaving", namespace, grace_period_seconds=0)
+            await core.create_namespaced_pod(namespace, gpu_pod("next", queue, gpus=2))
+
+            async def next_decided() -> bool:
+                waits = "Pipelined" in await _pod_group_reasons(api, namespace)
+                return waits or "next" in await bound_pods(api, namespace)
+
+            # It waits on the room the first pod leaves, as on capacity being freed.
+            await wait_for("the next pod bound or pipelined", next_decided)
+            assert "next" not in await bound_pods(api, namespace)
+            await core.patch_namespaced_pod(
+                "leaving", namespace, {"metadata": {"finalizers": None}}
+            )
+
+            async def next_bound() -> bool:
+                return "next" in await bound_pods(api, namespace)
+
+            await wait_for("the next pod bound once the first is gone", next_bound)
+    finally:
+        with contextlib.suppress(client.ApiException):
+            await core.patch_namespaced_pod(
+                "leaving", namespace, {"metadata": {"finalizers": None}}
+            )
+        await delete_queue(api, queue)
