@@ -15,7 +15,7 @@ from kai.engine.budget import QueueBudget, Refusal
 from kai.engine.capacity import NodeCapacity
 from kai.engine.fairshare import QueueShare
 from kai.engine.gangs import GangRequest, pod_resources
-from kai.engine.job_order import OfferQueue, first_offer
+from kai.engine.job_order import Offer, OfferQueue, first_offer
 from kai.engine.model import EngineConfig, Pod, Queue
 from kai.engine.node_index import NodeIndex
 from kai.engine.resources import Resources
@@ -64,12 +64,17 @@ class AllocationOutcome:
         )
 
 
+Settled = Callable[[Offer, "AllocationOutcome"], bool]
+"""Asked after each attempt: True ends the pass there (the caller knows all it needs)."""
+
+
 def greedy_allocate(
     offers: OfferQueue,
     index: NodeIndex,
     budget: QueueBudget,
     eligible_for: Callable[[Pod], Callable[[str], bool]],
     accounting_memory_mib: int,
+    settled: Settled | None = None,
 ) -> AllocationOutcome:
     """Place each gang's core whole or not at all, and its elastic pods one per attempt.
 
@@ -82,16 +87,18 @@ def greedy_allocate(
         gang = offer.gang
         outcome.offers.append((gang.key, offer.elastic))
         if offer.elastic == 0:
-            if not _place_core(gang, index, budget, eligible_for, accounting_memory_mib, outcome):
-                continue
-            outcome.admitted.append(gang.key)
-        elif not _place_elastic(
-            gang, offer.pods[0], index, budget, eligible_for, accounting_memory_mib, outcome
-        ):
-            continue
-        following = offer.next_elastic()
+            placed = _place_core(gang, index, budget, eligible_for, accounting_memory_mib, outcome)
+            if placed:
+                outcome.admitted.append(gang.key)
+        else:
+            placed = _place_elastic(
+                gang, offer.pods[0], index, budget, eligible_for, accounting_memory_mib, outcome
+            )
+        following = offer.next_elastic() if placed else None
         if following is not None:
             offers.push(following)
+        if settled is not None and settled(offer, outcome):
+            break
     return outcome
 
 
@@ -113,10 +120,11 @@ def allocate_in_kai_order(
     capacity: Mapping[str, NodeCapacity],
     ledger: QueueBudget,
     order: KaiOrder,
+    settled: Settled | None = None,
 ) -> AllocationOutcome:
     """The greedy pass over these gangs, from this free capacity and queue ledger: the one
     allocation the cycle makes, the solver's repair and the eviction searches' look at the
-    next cycle all run."""
+    next cycle all run (that one may end it early with `settled`)."""
     offers = OfferQueue(
         order.queues,
         order.shares,
@@ -135,6 +143,7 @@ def allocate_in_kai_order(
         ledger,
         order.eligible_for,
         order.accounting_memory_mib,
+        settled,
     )
 
 

@@ -22,7 +22,8 @@ from kai.engine.evictions.room import release
 from kai.engine.evictions.scenario import Scenario
 from kai.engine.evictions.state import EvictionState
 from kai.engine.gangs import GangRequest, build_gang_requests
-from kai.engine.greedy import KaiOrder, allocate_in_kai_order
+from kai.engine.greedy import AllocationOutcome, KaiOrder, allocate_in_kai_order
+from kai.engine.job_order import Offer
 from kai.engine.model import Pod, PodPhase
 from kai.engine.resources import Resources
 
@@ -72,8 +73,22 @@ def undone_next_cycle(state: EvictionState, preemptor: Preemptor, scenario: Scen
         inputs.eligible_for,
         inputs.memory_mib,
     )
-    outcome = allocate_in_kai_order(gangs, future, ledger, order)
-    placed = set(outcome.placements)
-    preemptor_placed = any(pod.key in placed for pod in preemptor.pods)
-    victim_placed = any(pod.key in placed for pods in victims.values() for pod in pods)
+    preemptor_pods = [pod.key for pod in preemptor.pods]
+    victim_pods = [pod.key for pods in victims.values() for pod in pods]
+    tried = False
+
+    def settled(offer: Offer, outcome: AllocationOutcome) -> bool:
+        """Stop once the answer is known: the preemptor placed (not undone), or its offer
+        failed (its only one: a failed attempt is not pushed back) and a victim placed."""
+        nonlocal tried
+        placed = outcome.placements
+        if any(key in placed for key in preemptor_pods):
+            return True
+        tried = tried or offer.gang.key == preemptor.key
+        return tried and any(key in placed for key in victim_pods)
+
+    outcome = allocate_in_kai_order(gangs, future, ledger, order, settled)
+    placed = outcome.placements
+    preemptor_placed = any(key in placed for key in preemptor_pods)
+    victim_placed = any(key in placed for key in victim_pods)
     return victim_placed and not preemptor_placed
