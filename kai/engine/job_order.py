@@ -21,7 +21,7 @@ from datetime import datetime
 from kai.engine.fairshare import QueueShare
 from kai.engine.gangs import GangRequest, pod_resources
 from kai.engine.model import Pod, Queue
-from kai.engine.queue_order import queue_order_key
+from kai.engine.queue_order import allocatable_share, queue_order_key
 from kai.engine.resources import Resources
 
 _EPOCH = datetime(1970, 1, 1).astimezone()
@@ -110,6 +110,7 @@ class OfferQueue:
         # Each queue's (key, leaf, offer) is cached: a pop or push changes only one leaf and
         # its ancestors, so only their entries are recomputed.
         self._cache: dict[str, tuple[object, str, Offer] | None] = {}
+        self._allocatable: dict[str, Resources] = {}  # fixed for the pass: not what is allocated
 
     def push(self, offer: Offer) -> None:
         leaf = offer.gang.group.queue
@@ -146,8 +147,12 @@ class OfferQueue:
             if head is None or share is None:
                 self._cache[name] = None
             else:
+                queue = self._queues[name]
+                allocatable = self._allocatable.get(name)
+                if allocatable is None:
+                    allocatable = self._allocatable[name] = allocatable_share(share, queue)
                 current = dataclasses.replace(share, allocated=self._allocated(name))
-                key = queue_order_key(current, self._queues[name], self._size(head[1]), self._total)
+                key = queue_order_key(current, queue, self._size(head[1]), self._total, allocatable)
                 self._cache[name] = (key, head[0], head[1])
         return self._cache[name]
 

@@ -89,7 +89,11 @@ def fits_within_deserved(share: QueueShare, queue: Queue, request: Resources) ->
 
 
 def queue_order_key(
-    share: QueueShare, queue: Queue, job_request: Resources, total: Resources
+    share: QueueShare,
+    queue: Queue,
+    job_request: Resources,
+    total: Resources,
+    allocatable: Resources | None = None,
 ) -> QueueOrderKey:
     """Sort key for sibling queues given each one's next job: smaller is served first (§10.6).
 
@@ -102,8 +106,11 @@ def queue_order_key(
     shares component-wise and treats shares where neither dominates as equal; a sort key
     needs a total order, so they are compared lexicographically (gpu, cpu, memory, with
     unlimited largest), which agrees with KAI whenever one share dominates the other.
+    `allocatable` is `allocatable_share(share, queue)` when the caller has it already
+    (it does not depend on what is allocated, so a pass computes it once per queue).
     """
-    allocatable = allocatable_share(share, queue)
+    if allocatable is None:
+        allocatable = allocatable_share(share, queue)
     with_job = share.allocated + job_request
     holds_unallowed = any(
         allocatable.get(resource) == 0 and with_job.get(resource) > 0 for resource in RESOURCE_NAMES
