@@ -11,7 +11,9 @@ theirs, and beside kai's own greedy pass on the same arrivals in the same run.
 The protocol: the pod list is tuned to `--tune` x the cluster's GPUs (the original
 pods plus pods drawn with replacement, seeded; a draw that would pass the target
 ends the tuning), shuffled with the seed; pods arrive in that order and never
-leave; a pod that fits nowhere fails and the next one comes. `online` runs a cycle
+leave; a pod that fits nowhere fails and the next one comes. (The paper's simulator
+shuffles the original pods and appends the drawn ones after them; here all are
+shuffled together, and the seeds' draws differ from Go's anyway.) `online` runs a cycle
 per arriving pod, `batch N` a cycle per N arrivals (a pod the cycle of its batch did
 not bind has failed). The allocation ratio is read off at given points of arrived
 workload (GPUs the arrived pods asked for, failed ones included, in % of the
@@ -374,9 +376,10 @@ class Run:
     cycle_seconds: list[float] = field(default_factory=list)
     failed: int = 0  # arrived pods that fit nowhere
     moved: int = 0  # running pods consolidation moved
-    bound_milli: int | None = None  # the solver's bound on the final state, if it ran
+    bound_milli: int | None = None  # the engine's bound on the final state, if the solver ran
     statuses: Counter[str] = field(default_factory=Counter)  # the solver's, per cycle
     answers: Counter[str] = field(default_factory=Counter)  # whose answer each cycle used
+    cut_short: Counter[str] = field(default_factory=Counter)  # eviction searches out of budget
     seconds: float = 0.0
     final: Snapshot | None = None  # the cluster after the last cycle: the bound pods only
 
@@ -424,14 +427,17 @@ def run_trace(
 def _record(run: Run, result: CycleResult, held: Mapping[str, int], seconds: float) -> None:
     """The cycle's time, answer and moves, and the engine's bound on the state after it.
 
-    The engine bounds what a cycle can place (`report.gpus_bound`); with what ran before
-    the cycle, that bounds the state after it, moves aside (they keep their GPUs).
+    The engine bounds what a cycle can place (`report.gpus_bound`: the free GPUs, or what
+    the pending pods ask if less); with what ran before the cycle, that bounds the state
+    after it, given the earlier cycles' placements (moves keep their GPUs).
     """
     report = result.report
     run.cycle_seconds.append(seconds)
     run.answers[report.answer] += 1
     run.statuses[report.status] += 1
     run.moved += len(result.evictions)
+    if result.eviction_report is not None:
+        run.cut_short.update(result.eviction_report.cut_short)
     run.bound_milli = None
     if report.status != "not-run":
         run.bound_milli = sum(held.values()) + int(report.gpus_bound * MILLI)
@@ -579,6 +585,7 @@ def measure(
         "boundPct": _mean_or_none([s["boundPct"] for s in per_seed]),
         "movedPods": sum(run.moved for run in kai_runs),
         "greedyMovedPods": sum(run.moved for run in greedy_runs),
+        "evictionSearchesCutShort": dict(sum((run.cut_short for run in kai_runs), Counter())),
         "cycleSeconds": summarize([t for run in kai_runs for t in run.cycle_seconds]),
         "greedyCycleSeconds": summarize([t for run in greedy_runs for t in run.cycle_seconds]),
         "seconds": round(time.perf_counter() - started, 1),
@@ -606,6 +613,8 @@ def _seed_document(seed: int, arrived: int, kai: Run, greedy: Run, cluster_gpus:
         "greedyFailedPods": greedy.failed,
         "movedPods": kai.moved,
         "greedyMovedPods": greedy.moved,
+        "evictionSearchesCutShort": dict(kai.cut_short),
+        "greedyEvictionSearchesCutShort": dict(greedy.cut_short),
         "cycles": len(kai.cycle_seconds),
         "answers": dict(kai.answers),
         "solverStatuses": dict(kai.statuses),
@@ -640,7 +649,7 @@ def format_table(document: Document) -> str:
         mode += " +consolidate"
     rows = [["policy", *(f"{p}%" for p in points)]]
     rows.append([f"kai ({mode})", *_cells(document["allocatedPct"], points)])
-    rows.append(["kai greedy pass", *_cells(document["greedyAllocatedPct"], points)])
+    rows.append([f"kai greedy pass ({mode})", *_cells(document["greedyAllocatedPct"], points)])
     for policy, curve in document["published"].items():
         rows.append([f"published {policy}", *_cells(curve, points)])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -658,8 +667,9 @@ def format_table(document: Document) -> str:
         f"{document['trace']}: {document['nodes']} nodes, {document['gpus']} GPUs; tune "
         f"{document['tune']}, seeds {', '.join(map(str, document['seeds']))}; GPU allocation % "
         "by arrived workload % (mean over seeds)",
-        f"solver bound on the final state: {_cell(document['boundPct'])}%; moved pods: "
-        f"{document['movedPods']} (greedy {document['greedyMovedPods']})",
+        f"engine's bound on the final state: {_cell(document['boundPct'])}%; moved pods: "
+        f"{document['movedPods']} (greedy {document['greedyMovedPods']}); cycles whose eviction "
+        f"search ran out of budget: {document['evictionSearchesCutShort'] or 'none'}",
         f"cycle s median {cycle['median']:.3f} p95 {cycle['p95']:.3f}; greedy median "
         f"{greedy['median']:.3f} p95 {greedy['p95']:.3f}; total {document['seconds']:.1f} s "
         f"(load average {document['loadAverage1m']} on {document['cpus']} CPUs)",
