@@ -32,6 +32,7 @@ from typing import Any
 # `python bench/engine.py` puts bench/ on the import path, not the checkout that holds it.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.arguments import positive_int
 from bench.synthetic import ClusterSpec, synthetic_cluster
 from bench.timing import summarize, timed_cycle
 from kai.engine.accounting import accounting_device_memory
@@ -250,14 +251,14 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="bench/engine.py",
         description="Time one allocation cycle against the greedy pass on a synthetic cluster.",
     )
-    parser.add_argument("--nodes", type=_positive, help="nodes of 8 GPUs")
-    parser.add_argument("--pods", type=_positive, help="pending pods, in gangs of 1-32")
+    parser.add_argument("--nodes", type=positive_int, help="nodes of 8 GPUs")
+    parser.add_argument("--pods", type=positive_int, help="pending pods, in gangs of 1-32")
     parser.add_argument(
         "--all",
         action="store_true",
         help="run the matrix " + ", ".join(f"{n}/{p}" for n, p in MATRIX) + ", one process each",
     )
-    parser.add_argument("--runs", type=_positive, default=5)
+    parser.add_argument("--runs", type=positive_int, default=5)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--time-limit", type=float, default=1.0, help="solver seconds per cycle")
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
@@ -277,13 +278,6 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.time_limit < 0:
         parser.error(f"--time-limit must be >= 0, got {args.time_limit}")
     return args
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text}")
-    return value
 
 
 if __name__ == "__main__":

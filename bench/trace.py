@@ -53,6 +53,7 @@ from typing import Any
 # `python bench/trace.py` puts bench/ on the import path, not the checkout that holds it.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.arguments import positive_float, positive_int
 from bench.timing import summarize, timed_cycle
 from kai.api.constants import (
     CORE_API_VERSION,
@@ -747,15 +748,17 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--published", type=Path, default=DEFAULT_PUBLISHED, help="published results CSV"
     )
     parser.add_argument("--seeds", type=parse_seeds, default=parse_seeds("42-51"))
-    parser.add_argument("--tune", type=_positive_float, default=1.3, help="x the cluster's GPUs")
+    parser.add_argument("--tune", type=positive_float, default=1.3, help="x the cluster's GPUs")
     parser.add_argument("--mode", choices=("online", "batch"), default="online")
-    parser.add_argument("--batch", type=_positive, help="arrivals per cycle in batch mode (100)")
+    parser.add_argument("--batch", type=positive_int, help="arrivals per cycle in batch mode (100)")
     parser.add_argument(
         "--consolidate", action="store_true", help="let the engine move running pods"
     )
     parser.add_argument("--time-limit", type=float, default=1.0, help="solver seconds per cycle")
     parser.add_argument(
-        "--max-arrivals", type=_positive, help="stop after this many arrivals (timing a slow mode)"
+        "--max-arrivals",
+        type=positive_int,
+        help="stop after this many arrivals (timing a slow mode)",
     )
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
     args = parser.parse_args(argv)
@@ -768,20 +771,6 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.time_limit < 0:
         parser.error(f"--time-limit must be >= 0, got {args.time_limit}")
     return args
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
 
 
 if __name__ == "__main__":
