@@ -31,7 +31,7 @@ from kai.engine.explain import explain_incomplete, explain_pending
 from kai.engine.fairshare import QueueShare
 from kai.engine.gangs import GangRequest, build_gang_requests, pod_resources
 from kai.engine.greedy import AllocationOutcome, KaiOrder, allocate_in_kai_order
-from kai.engine.model import EngineConfig, PodGroup, Snapshot
+from kai.engine.model import EngineConfig, PlacementStrategy, PodGroup, Snapshot
 from kai.engine.node_index import NodeIndex
 from kai.engine.solver.optimize import optimize
 from kai.engine.validator import ProposedBinding, validate, validate_after_evictions
@@ -165,7 +165,10 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
             found = validate(snapshot, _proposed(optimized.outcome))
             violations = len(found)
             status, bound = optimized.status, max(optimized.gpu_bound, _gpus(greedy, memory_mib))
-            if not found and _better_or_equal(optimized.outcome, greedy, memory_mib, elastic_of):
+            better = _better_or_equal(
+                optimized.outcome, greedy, memory_mib, elastic_of, _Leftover(capacity, config)
+            )
+            if not found and better:
                 chosen, answer = optimized.outcome, "cp-sat"
 
     final_budget = binding_budget.copy()
@@ -277,22 +280,50 @@ def _gpus(outcome: AllocationOutcome, memory_mib: int) -> Fraction:
     )
 
 
+@dataclass(frozen=True)
+class _Leftover:
+    """How the idle devices an answer leaves are spread: the sum over nodes of the square of
+    each node's idle whole devices. Bin-packing wants it large (idle devices together on few
+    nodes, where a big gang can still land); spreading does not care, so it counts 0."""
+
+    capacity: Mapping[str, NodeCapacity]
+    config: EngineConfig
+
+    def concentration(self, outcome: AllocationOutcome) -> int:
+        if self.config.placement_strategy is PlacementStrategy.SPREAD:
+            return 0
+        index = NodeIndex(
+            self.capacity, self.config.placement_strategy, self.config.device_placement
+        )
+        for placement in outcome.placements.values():
+            index.take(placement.node, placement.pod, placement.gpu_groups or None)
+        return sum(cap.whole_gpus**2 for cap in index.capacity.values())
+
+
 def _better_or_equal(
     candidate: AllocationOutcome,
     baseline: AllocationOutcome,
     memory_mib: int,
     elastic_of: Mapping[str, str],
+    leftover: _Leftover,
 ) -> bool:
-    """KAI's order first, then GPUs placed, then pods: the solver's answer never loses to greedy's.
+    """KAI's order first, then GPUs placed, then pods, then how whole the idle devices are
+    left: the solver's answer never loses to greedy's.
 
     The order comparison is lexicographic over the attempts the greedy pass made (each
     gang's core, each elastic pod): the first attempt on which the two answers differ
     decides, so no number of later gangs (or GPUs) outweighs an earlier one in KAI's order.
-    `elastic_of` maps each elastic pod to its gang.
+    `elastic_of` maps each elastic pod to its gang. Without the last tier an answer as
+    good on the first three but scattering the idle devices won the tie: on the openb
+    trace it left no empty 8-GPU node where greedy left 23, and later big pods failed
+    (91.6% of the GPUs allocated against greedy's 94.2%).
     """
 
     def rank(outcome: AllocationOutcome) -> tuple[tuple[bool, ...], Fraction, int]:
         in_order = outcome.accepted_in_order(baseline.offers, elastic_of)
         return in_order, _gpus(outcome, memory_mib), len(outcome.placements)
 
-    return rank(candidate) >= rank(baseline)
+    first, second = rank(candidate), rank(baseline)
+    if first != second:
+        return first > second
+    return leftover.concentration(candidate) >= leftover.concentration(baseline)
