@@ -14,22 +14,24 @@ from pathlib import Path
 
 import pytest
 
-from bench.trace import (
+from bench.openb import (
     DEFAULT_PODS,
     DEFAULT_PUBLISHED,
     MILLI,
-    START,
     Sample,
-    TraceCluster,
     TraceNode,
     TracePod,
     allocated_at,
     arrivals,
+    read_pods,
+    read_published,
+)
+from bench.trace import (
+    START,
+    TraceCluster,
     carried_out,
     overcommitted,
     parse_seeds,
-    read_pods,
-    read_published,
     run_trace,
 )
 from kai.engine.cycle import CycleResult, SolverReport
