@@ -69,6 +69,9 @@ class SolverReport:
     gpus_greedy: Fraction
     gpus_bound: Fraction
     validator_violations: int
+    greedy_kept_on_tie: bool = False
+    """The solver's answer was valid and as good in KAI's order, GPUs and pods, but left
+    the idle devices more scattered than the greedy pass's, which was kept."""
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
             "greedy allocation failed validation: " + "; ".join(greedy_violations)
         )
     chosen, answer, status, bound = greedy, "greedy", "not-run", _gpus(greedy, memory_mib)
+    kept_on_tie = False
     elastic_of = {pod.key: request.key for request in placeable for pod in request.elastic}
     violations = 0
     if config.time_limit_seconds > 0 and placeable:
@@ -165,11 +169,12 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
             found = validate(snapshot, _proposed(optimized.outcome))
             violations = len(found)
             status, bound = optimized.status, max(optimized.gpu_bound, _gpus(greedy, memory_mib))
-            better = _better_or_equal(
+            verdict = _verdict(
                 optimized.outcome, greedy, memory_mib, elastic_of, _Leftover(capacity, config)
             )
-            if not found and better:
+            if not found and verdict.use_solver:
                 chosen, answer = optimized.outcome, "cp-sat"
+            kept_on_tie = not found and verdict.tie and not verdict.use_solver
 
     final_budget = binding_budget.copy()
     admitted = set(chosen.admitted)
@@ -202,7 +207,13 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
         for p in sorted(chosen.placements.values(), key=lambda p: p.pod.key)
     )
     report = SolverReport(
-        answer, status, _gpus(chosen, memory_mib), _gpus(greedy, memory_mib), bound, violations
+        answer,
+        status,
+        _gpus(chosen, memory_mib),
+        _gpus(greedy, memory_mib),
+        bound,
+        violations,
+        kept_on_tie,
     )
     placed = chosen.placements
     outcome = run_evictions(
@@ -300,13 +311,19 @@ class _Leftover:
         return sum(cap.whole_gpus**2 for cap in index.capacity.values())
 
 
-def _better_or_equal(
+@dataclass(frozen=True)
+class _Verdict:
+    use_solver: bool
+    tie: bool  # as good in KAI's order, GPUs and pods: how the idle devices are left decided
+
+
+def _verdict(
     candidate: AllocationOutcome,
     baseline: AllocationOutcome,
     memory_mib: int,
     elastic_of: Mapping[str, str],
     leftover: _Leftover,
-) -> bool:
+) -> _Verdict:
     """KAI's order first, then GPUs placed, then pods, then how whole the idle devices are
     left: the solver's answer never loses to greedy's.
 
@@ -325,5 +342,6 @@ def _better_or_equal(
 
     first, second = rank(candidate), rank(baseline)
     if first != second:
-        return first > second
-    return leftover.concentration(candidate) >= leftover.concentration(baseline)
+        return _Verdict(first > second, tie=False)
+    together = leftover.concentration(candidate) >= leftover.concentration(baseline)
+    return _Verdict(together, tie=True)

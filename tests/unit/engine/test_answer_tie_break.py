@@ -6,7 +6,7 @@ its own greedy pass's 94.2%). With spreading asked for, the tie stays the solver
 from __future__ import annotations
 
 from kai.engine.capacity import initial_capacity
-from kai.engine.cycle import _better_or_equal, _Leftover
+from kai.engine.cycle import _Leftover, _verdict
 from kai.engine.greedy import AllocationOutcome, PodPlacement
 from kai.engine.model import EngineConfig, PlacementStrategy, Pod
 from tests.unit.engine.builders import node, pod
@@ -32,7 +32,7 @@ APART = _outcome((A, "n1"), (B, "n2"))  # idle devices 3 and 3: 3**2 + 3**2 = 18
 
 def _better(first: AllocationOutcome, second: AllocationOutcome, config: EngineConfig) -> bool:
     leftover = _Leftover(initial_capacity(NODES, []), config)
-    return _better_or_equal(first, second, 40_000, {}, leftover)
+    return _verdict(first, second, 40_000, {}, leftover).use_solver
 
 
 def test_with_bin_packing_the_answer_that_scatters_idle_devices_loses_the_tie() -> None:

@@ -6,7 +6,7 @@ import dataclasses
 import random
 from fractions import Fraction
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kai.engine.budget import OVER_LIMIT
@@ -78,6 +78,7 @@ def random_cluster(seed: int) -> tuple[list[object], list[object], list[PodGroup
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(min_value=0, max_value=10_000))
+@example(10_000)  # a tie that greedy's answer wins: it leaves the idle devices together
 def test_solver_answers_are_valid_and_never_worse_than_greedy_in_kais_order(seed: int) -> None:
     nodes, pods, groups, queues = random_cluster(seed)
     snap = snapshot(nodes, pods, groups, queues)  # type: ignore[arg-type]
@@ -90,7 +91,8 @@ def test_solver_answers_are_valid_and_never_worse_than_greedy_in_kais_order(seed
     assert solved.report.validator_violations == 0
     if any(d.reason not in REFUSED_BEFORE_PLACEMENT for d in solved.groups.values()):
         assert solved.report.status in ("OPTIMAL", "FEASIBLE"), solved.report
-        assert solved.report.answer == "cp-sat", solved.report
+        # Used, unless as good as greedy's but leaving idle devices more scattered.
+        assert solved.report.answer == "cp-sat" or solved.report.greedy_kept_on_tie, solved.report
     # The first attempt (a gang's core, or one more elastic pod), in the order KAI made
     # them, on which the two answers differ must be one the solver satisfied: it may pack a
     # refused attempt in, never push an earlier one out.
