@@ -42,6 +42,7 @@ def leaf_usage(snapshot: Snapshot) -> dict[str, QueueUsage]:
     allocated: dict[str, Resources] = defaultdict(Resources)
     allocated_np: dict[str, Resources] = defaultdict(Resources)
     pending: dict[str, Resources] = defaultdict(Resources)
+    releasing: dict[str, Resources] = defaultdict(Resources)
     for pod in snapshot.pods:
         group = groups.get(pod.group)
         if group is None or not pod.scheduler_is_ours:
@@ -53,24 +54,14 @@ def leaf_usage(snapshot: Snapshot) -> dict[str, QueueUsage]:
                 allocated_np[group.queue] += amount
         elif pod.phase is PodPhase.PENDING:
             pending[group.queue] += pod_resources(pod, memory_mib)
-    return {
-        name: QueueUsage(allocated[name], allocated_np[name], pending[name])
-        for name in set(allocated) | set(pending)
-    }
-
-
-def releasing_usage(snapshot: Snapshot) -> dict[str, Resources]:
-    """What each leaf queue's pods being deleted still hold: they leave KAI's `allocated`
-    (fair share, status) at once, but hold their devices until they are gone."""
-    groups = {group.key: group for group in snapshot.pod_groups}
-    nodes = {node.name: node for node in snapshot.nodes}
-    memory_mib = accounting_device_memory(snapshot)
-    releasing: dict[str, Resources] = defaultdict(Resources)
-    for pod in snapshot.pods:
-        group = groups.get(pod.group)
-        if group is not None and pod.scheduler_is_ours and pod.phase is PodPhase.RELEASING:
+        elif pod.phase is PodPhase.RELEASING:
             releasing[group.queue] += pod_resources(pod, _device_memory(nodes, pod, memory_mib))
-    return dict(releasing)
+    return {
+        name: QueueUsage(
+            allocated[name], allocated_np[name], pending[name], releasing=releasing[name]
+        )
+        for name in set(allocated) | set(pending) | set(releasing)
+    }
 
 
 def queue_shares(snapshot: Snapshot) -> dict[str, QueueShare]:

@@ -17,9 +17,8 @@ from fractions import Fraction
 from kai.engine.accounting import (
     accounting_device_memory,
     divisible_total,
+    leaf_usage,
     pods_by_group,
-    queue_shares,
-    releasing_usage,
 )
 from kai.engine.budget import QueueBudget, Refusal, leaf_names
 from kai.engine.capacity import NodeCapacity, initial_capacity
@@ -28,9 +27,9 @@ from kai.engine.evictions.actions import PIPELINED, EvictionReport, run_eviction
 from kai.engine.evictions.decisions import Eviction, GroupStamps, PipelinedPod
 from kai.engine.evictions.state import EvictionInputs
 from kai.engine.explain import explain_incomplete, explain_pending
-from kai.engine.fairshare import QueueShare
+from kai.engine.fairshare import QueueShare, compute_fair_shares
 from kai.engine.gangs import GangRequest, build_gang_requests, pod_resources
-from kai.engine.greedy import AllocationOutcome, KaiOrder, allocate_in_kai_order
+from kai.engine.greedy import AllocationOutcome, KaiOrder, allocate_in_kai_order, index_after
 from kai.engine.model import EngineConfig, PlacementStrategy, PodGroup, Snapshot
 from kai.engine.node_index import NodeIndex
 from kai.engine.solver.optimize import optimize
@@ -98,13 +97,15 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
     groups = {group.key: group for group in snapshot.pod_groups}
     memory_mib = accounting_device_memory(snapshot)
     capacity = initial_capacity(snapshot.nodes, snapshot.pods, snapshot.now.isoformat())
-    shares = queue_shares(snapshot)
+    total = divisible_total(snapshot)
+    usage = leaf_usage(snapshot)
+    shares = compute_fair_shares(total, snapshot.queues, usage)
     budget = QueueBudget(
         queues,
         {name: share.allocated for name, share in shares.items()},
         {name: share.allocated_non_preemptible for name, share in shares.items()},
     )
-    binding_budget = budget.counting(releasing_usage(snapshot))
+    binding_budget = budget.counting({name: used.releasing for name, used in usage.items()})
     decisions: dict[str, GroupDecision] = {
         item.group: GroupDecision(item.group, item.queue, False, item.reason, item.message)
         for item in snapshot.set_aside
@@ -133,7 +134,6 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
         placeable.append(request)
 
     eligible_for = EligibilityIndex(snapshot.nodes)
-    total = divisible_total(snapshot)
 
     kai_order = KaiOrder(queues, shares, total, config, eligible_for, memory_mib)
 
@@ -151,6 +151,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
         )
     chosen, answer, status, bound = greedy, "greedy", "not-run", _gpus(greedy, memory_mib)
     kept_on_tie = False
+    leftover = _Leftover(capacity, config)
     elastic_of = {pod.key: request.key for request in placeable for pod in request.elastic}
     violations = 0
     if config.time_limit_seconds > 0 and placeable:
@@ -169,9 +170,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
             found = validate(snapshot, _proposed(optimized.outcome))
             violations = len(found)
             status, bound = optimized.status, max(optimized.gpu_bound, _gpus(greedy, memory_mib))
-            verdict = _verdict(
-                optimized.outcome, greedy, memory_mib, elastic_of, _Leftover(capacity, config)
-            )
+            verdict = _verdict(optimized.outcome, greedy, memory_mib, elastic_of, leftover)
             if not found and verdict.use_solver:
                 chosen, answer = optimized.outcome, "cp-sat"
             kept_on_tie = not found and verdict.tie and not verdict.use_solver
@@ -181,9 +180,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
     for placement in chosen.placements.values():
         group = groups[placement.pod.group]
         final_budget.add(group.queue, pod_resources(placement.pod, memory_mib), group.preemptible)
-    after = NodeIndex(capacity, config.placement_strategy, config.device_placement)
-    for placement in chosen.placements.values():
-        after.take(placement.node, placement.pod, placement.gpu_groups or None)
+    after = leftover.index(chosen)
     for request in placeable:
         if request.key in admitted or not request.core or request.growth:
             decisions[request.key] = GroupDecision(request.key, request.group.queue, True, None, "")
@@ -291,24 +288,28 @@ def _gpus(outcome: AllocationOutcome, memory_mib: int) -> Fraction:
     )
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Leftover:
-    """How the idle devices an answer leaves are spread: the sum over nodes of the square of
-    each node's idle whole devices. Bin-packing wants it large (idle devices together on few
-    nodes, where a big gang can still land); spreading does not care, so it counts 0."""
+    """What an answer leaves free (its node index, built once per answer), and how the idle
+    devices are spread: the sum over nodes of the square of each node's idle whole
+    devices. Bin-packing wants it large (idle devices together on few nodes, where a big
+    gang can still land); spreading does not care, so it counts 0."""
 
     capacity: Mapping[str, NodeCapacity]
     config: EngineConfig
+    _indexes: dict[int, tuple[AllocationOutcome, NodeIndex]] = field(default_factory=dict)
+
+    def index(self, outcome: AllocationOutcome) -> NodeIndex:
+        """Read only: the cycle explains pending gangs against it."""
+        if id(outcome) not in self._indexes:
+            built = index_after(self.capacity, self.config, outcome.placements.values())
+            self._indexes[id(outcome)] = (outcome, built)  # the outcome kept: its id stays its own
+        return self._indexes[id(outcome)][1]
 
     def concentration(self, outcome: AllocationOutcome) -> int:
         if self.config.placement_strategy is PlacementStrategy.SPREAD:
             return 0
-        index = NodeIndex(
-            self.capacity, self.config.placement_strategy, self.config.device_placement
-        )
-        for placement in outcome.placements.values():
-            index.take(placement.node, placement.pod, placement.gpu_groups or None)
-        return sum(cap.whole_gpus**2 for cap in index.capacity.values())
+        return sum(cap.whole_gpus**2 for cap in self.index(outcome).capacity.values())
 
 
 @dataclass(frozen=True)

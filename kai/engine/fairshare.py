@@ -45,6 +45,9 @@ class QueueUsage:
     """Requests of this queue's pending pods."""
     usage: Resources = field(default_factory=Resources)
     """Historical usage normalised to cluster capacity (§10.8); per queue, not summed."""
+    releasing: Resources = field(default_factory=Resources)
+    """What this queue's pods being deleted still hold. Not in `allocated` nor in fair
+    share (KAI's way); only the queue's limit counts it (`QueueBudget.counting`)."""
 
 
 @dataclass(frozen=True)

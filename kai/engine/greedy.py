@@ -64,6 +64,16 @@ class AllocationOutcome:
         )
 
 
+def index_after(
+    capacity: Mapping[str, NodeCapacity], config: EngineConfig, placements: Iterable[PodPlacement]
+) -> NodeIndex:
+    """The node index once these placements are taken: what an answer leaves free."""
+    index = NodeIndex(capacity, config.placement_strategy, config.device_placement)
+    for placement in placements:
+        index.take(placement.node, placement.pod, placement.gpu_groups or None)
+    return index
+
+
 Settled = Callable[[Offer, "AllocationOutcome"], bool]
 """Asked after each attempt: True ends the pass there (the caller knows all it needs)."""
 

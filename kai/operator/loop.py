@@ -241,11 +241,8 @@ class SchedulingLoop:
                 self._culprits = isolated.culprits
                 result = isolated.result
                 self._still_leading("bind")
-                group_of = {pod.key: pod.group for pod in snapshot.pods}
-                starting = {group_of[binding.pod] for binding in result.bindings}
                 grouping.decided(
-                    [binding.pod for binding in result.bindings],
-                    start_annotations(result.stamps, starting),
+                    [binding.pod for binding in result.bindings], start_annotations(result.stamps)
                 )
                 with _timed(timings, "bind"):
                     bound = await self._bind(result, snapshot, view, grouping.annotations)

@@ -99,14 +99,13 @@ def _patcher(kube: Kube, path: str, patch: Mapping[str, Any]) -> Any:
     return lambda: kube.merge_patch(path, patch)
 
 
-def start_annotations(
-    stamps: Mapping[str, GroupStamps], starting: Collection[str]
-) -> dict[str, dict[str, str]]:
-    """The start annotation of each group the cycle is about to bind, for its create."""
+def start_annotations(stamps: Mapping[str, GroupStamps]) -> dict[str, dict[str, str]]:
+    """The start annotation of each stamped group, for its create: a group created this
+    cycle has a start stamp only if the cycle binds it (the engine stamps a start where
+    a gang reaches its minimum)."""
     found = {}
-    for key in starting:
-        stamp = stamps.get(key)
-        if stamp is not None and stamp.last_start is not None:
+    for key, stamp in stamps.items():
+        if stamp.last_start is not None:
             start = stamp_annotations(stamp.last_start, None, None)[LAST_START_ANNOTATION]
             if start is not None:
                 found[key] = {LAST_START_ANNOTATION: start}

@@ -17,10 +17,9 @@ from kai.engine.budget import QueueBudget
 from kai.engine.capacity import NodeCapacity
 from kai.engine.eligibility import EligibilityIndex
 from kai.engine.gangs import GangRequest, pod_resources
-from kai.engine.greedy import AllocationOutcome
+from kai.engine.greedy import AllocationOutcome, index_after
 from kai.engine.job_order import gang_order_key
 from kai.engine.model import EngineConfig, Queue
-from kai.engine.node_index import NodeIndex
 from kai.engine.solver.decode import decode
 from kai.engine.solver.model import AllocationModel, ModelInput
 from kai.engine.solver.shapes import NodeClass, Shape, build_classes, modelled, shape_of
@@ -103,9 +102,7 @@ def optimize(
     outcome = AllocationOutcome(dict(decoded.placements), list(decoded.admitted), {})
     # Repair: leftover capacity goes to gangs the decoded answer did not place.
     ledger = budget.copy()
-    index = NodeIndex(capacity, config.placement_strategy, config.device_placement)
-    for placement in decoded.placements.values():
-        index.take(placement.node, placement.pod, placement.gpu_groups or None)
+    index = index_after(capacity, config, decoded.placements.values())
     admitted = set(decoded.admitted)
     for gang in gangs:
         placed = (
