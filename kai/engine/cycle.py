@@ -28,6 +28,7 @@ from kai.engine.evictions.decisions import Eviction, GroupStamps, PipelinedPod
 from kai.engine.evictions.state import EvictionInputs
 from kai.engine.explain import explain_incomplete, explain_pending
 from kai.engine.fairshare import QueueShare, compute_fair_shares
+from kai.engine.fragmentation import Fragmentation, workload_of
 from kai.engine.gangs import GangRequest, build_gang_requests, pod_resources
 from kai.engine.greedy import AllocationOutcome, KaiOrder, allocate_in_kai_order, index_after
 from kai.engine.model import EngineConfig, PlacementStrategy, PodGroup, Snapshot
@@ -70,7 +71,8 @@ class SolverReport:
     validator_violations: int
     greedy_kept_on_tie: bool = False
     """The solver's answer was valid and as good in KAI's order, GPUs and pods, but left
-    the idle devices more scattered than the greedy pass's, which was kept."""
+    the free GPUs more fragmented (or the idle devices more scattered) than the greedy
+    pass's, which was kept."""
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,10 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
 
     eligible_for = EligibilityIndex(snapshot.nodes)
 
-    kai_order = KaiOrder(queues, shares, total, config, eligible_for, memory_mib)
+    fragmentation = Fragmentation(
+        workload_of(pod for pod in snapshot.pods if pod.scheduler_is_ours)
+    )
+    kai_order = KaiOrder(queues, shares, total, config, eligible_for, memory_mib, fragmentation)
 
     def run_greedy(
         start: Mapping[str, NodeCapacity], gangs: list[GangRequest], ledger: QueueBudget
@@ -151,7 +156,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
         )
     chosen, answer, status, bound = greedy, "greedy", "not-run", _gpus(greedy, memory_mib)
     kept_on_tie = False
-    leftover = _Leftover(capacity, config)
+    leftover = _Leftover(capacity, config, fragmentation)
     elastic_of = {pod.key: request.key for request in placeable for pod in request.elastic}
     violations = 0
     if config.time_limit_seconds > 0 and placeable:
@@ -229,6 +234,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
             ],
             eligible_for,
             memory_mib,
+            fragmentation,
         )
     )
     future_problems = validate_after_evictions(
@@ -290,13 +296,16 @@ def _gpus(outcome: AllocationOutcome, memory_mib: int) -> Fraction:
 
 @dataclass
 class _Leftover:
-    """What an answer leaves free (its node index, built once per answer), and how the idle
-    devices are spread: the sum over nodes of the square of each node's idle whole
-    devices. Bin-packing wants it large (idle devices together on few nodes, where a big
-    gang can still land); spreading does not care, so it counts 0."""
+    """What an answer leaves free (its node index, built once per answer), and how usable
+    that is for bin-packing: first the workload's expected fragmentation over all nodes
+    (the measure the greedy pass places by), then how together the idle devices are (the
+    sum over nodes of the square of each node's idle whole devices: a big gang can still
+    land where they are together, whatever the workload so far). Spreading asks for
+    neither, so it ranks every answer the same."""
 
     capacity: Mapping[str, NodeCapacity]
     config: EngineConfig
+    fragmentation: Fragmentation | None = None
     _indexes: dict[int, tuple[AllocationOutcome, NodeIndex]] = field(default_factory=dict)
 
     def index(self, outcome: AllocationOutcome) -> NodeIndex:
@@ -306,16 +315,20 @@ class _Leftover:
             self._indexes[id(outcome)] = (outcome, built)  # the outcome kept: its id stays its own
         return self._indexes[id(outcome)][1]
 
-    def concentration(self, outcome: AllocationOutcome) -> int:
+    def packing(self, outcome: AllocationOutcome) -> tuple[float, int]:
+        """Higher is better."""
         if self.config.placement_strategy is PlacementStrategy.SPREAD:
-            return 0
-        return sum(cap.whole_gpus**2 for cap in self.index(outcome).capacity.values())
+            return 0.0, 0
+        free = self.index(outcome).capacity.values()
+        measure = self.fragmentation
+        stranded = sum(measure.of(cap) for cap in free) if measure else 0.0
+        return -round(stranded, 6), sum(cap.whole_gpus**2 for cap in free)
 
 
 @dataclass(frozen=True)
 class _Verdict:
     use_solver: bool
-    tie: bool  # as good in KAI's order, GPUs and pods: how the idle devices are left decided
+    tie: bool  # as good in KAI's order, GPUs and pods: how the free GPUs are left decided
 
 
 def _verdict(
@@ -325,8 +338,8 @@ def _verdict(
     elastic_of: Mapping[str, str],
     leftover: _Leftover,
 ) -> _Verdict:
-    """KAI's order first, then GPUs placed, then pods, then how whole the idle devices are
-    left: the solver's answer never loses to greedy's.
+    """KAI's order first, then GPUs placed, then pods, then how usable the free GPUs are
+    left (`_Leftover.packing`): the solver's answer never loses to greedy's.
 
     The order comparison is lexicographic over the attempts the greedy pass made (each
     gang's core, each elastic pod): the first attempt on which the two answers differ
@@ -344,5 +357,5 @@ def _verdict(
     first, second = rank(candidate), rank(baseline)
     if first != second:
         return _Verdict(first > second, tie=False)
-    together = leftover.concentration(candidate) >= leftover.concentration(baseline)
+    together = leftover.packing(candidate) >= leftover.packing(baseline)
     return _Verdict(together, tie=True)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from kai.engine.budget import QueueBudget, Refusal
 from kai.engine.capacity import NodeCapacity
 from kai.engine.fairshare import QueueShare
+from kai.engine.fragmentation import Fragmentation
 from kai.engine.gangs import GangRequest, pod_resources
 from kai.engine.job_order import Offer, OfferQueue, first_offer
 from kai.engine.model import EngineConfig, Pod, Queue
@@ -123,6 +124,8 @@ class KaiOrder:
     config: EngineConfig
     eligible_for: Callable[[Pod], Callable[[str], bool]]
     accounting_memory_mib: int
+    fragmentation: Fragmentation | None = None
+    """Bin-packing's measure of what a placement strands (None: KAI's fullest-node rule)."""
 
 
 def allocate_in_kai_order(
@@ -149,7 +152,9 @@ def allocate_in_kai_order(
     config = order.config
     return greedy_allocate(
         offers,
-        NodeIndex(capacity, config.placement_strategy, config.device_placement),
+        NodeIndex(
+            capacity, config.placement_strategy, config.device_placement, order.fragmentation
+        ),
         ledger,
         order.eligible_for,
         order.accounting_memory_mib,
@@ -172,9 +177,10 @@ def _place_core(
         outcome.refusals[gang.key] = refusal
         return False
     index.begin()
+    alone = len(gang.core) == 1
     placed: list[PodPlacement] = []
     for pod in gang.core:
-        node = index.find(pod, eligible_for(pod))
+        node = index.find(pod, eligible_for(pod), alone)
         if node is None:
             index.rollback()
             outcome.refusals[gang.key] = Refusal(
@@ -183,7 +189,7 @@ def _place_core(
                 f"to reach minMember {group.min_member}",
             )
             return False
-        placed.append(PodPlacement(pod, node, index.take(node, pod)))
+        placed.append(PodPlacement(pod, node, index.take(node, pod, alone=alone)))
     index.commit()
     budget.add(group.queue, request, group.preemptible)
     for placement in placed:
@@ -204,9 +210,9 @@ def _place_elastic(
     request = pod_resources(pod, accounting_memory_mib)
     if budget.check(group.queue, request, group.preemptible) is not None:
         return False
-    node = index.find(pod, eligible_for(pod))
+    node = index.find(pod, eligible_for(pod), alone=True)
     if node is None:
         return False
-    outcome.placements[pod.key] = PodPlacement(pod, node, index.take(node, pod))
+    outcome.placements[pod.key] = PodPlacement(pod, node, index.take(node, pod, alone=True))
     budget.add(group.queue, request, group.preemptible)
     return True

@@ -21,6 +21,7 @@ from kai.engine.evictions.gangs import RunningGang, running_gangs
 from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.room import Overlay, Seat, release
 from kai.engine.fairshare import QueueShare
+from kai.engine.fragmentation import Fragmentation
 from kai.engine.gangs import GangRequest, pod_resources
 from kai.engine.greedy import PodPlacement
 from kai.engine.model import EngineConfig, Pod, PodGroup, PodPhase, Queue, Snapshot
@@ -42,6 +43,7 @@ class EvictionInputs:
     unplaced: Sequence[GangRequest]  # gangs allocation left pending, each with pods to place
     eligible_for: Callable[[Pod], Callable[[str], bool]]
     memory_mib: int  # device memory a pending fractional request is accounted against
+    fragmentation: Fragmentation | None = None  # the allocation's, so its look ahead agrees
 
 
 @dataclass

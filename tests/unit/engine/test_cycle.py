@@ -121,11 +121,12 @@ def test_same_snapshot_same_decisions() -> None:
 
 
 def test_an_exact_packing_greedy_first_fit_misses_is_found_by_cp_sat() -> None:
-    """A 20-GPU gang on two 10-GPU nodes fits only as 4+3+3 on each; first fit in task order
-    puts both 4s on one node (binpack) and then cannot seat the last 3."""
-    sizes = [4, 4, 3, 3, 3, 3]
+    """A 16-GPU gang on two 8-GPU nodes fits only as 4+3+1 on each. The greedy pass, one
+    task at a time, keeps room for 4s: the first 4 on n1, both 1s on n2 (n1 left with 3
+    could take no 4), the first 3 on n1, the second 4 on n2; the last 3 finds 1 and 2."""
+    sizes = [4, 1, 1, 3, 4, 3]
     snap = snapshot(
-        [node("n1", gpus=10), node("n2", gpus=10)],
+        [node("n1", gpus=8), node("n2", gpus=8)],
         [pod(f"p{i}", "g", gpus=size) for i, size in enumerate(sizes)],
         [group("g", "q", min_member=len(sizes))],
         [queue("q")],
@@ -134,10 +135,10 @@ def test_an_exact_packing_greedy_first_fit_misses_is_found_by_cp_sat() -> None:
     assert not greedy.bindings and greedy.groups["ns/g"].reason == "Unschedulable"
     result = run_cycle(snap, EngineConfig(time_limit_seconds=5, solver_workers=1))
     assert result.report.answer == "cp-sat", result.report
-    assert result.report.gpus_engine == 20 and result.report.gpus_greedy == 0
+    assert result.report.gpus_engine == 16 and result.report.gpus_greedy == 0
     assert result.groups["ns/g"].scheduled
     assert sorted(b.pod for b in result.bindings) == [f"ns/p{i}" for i in range(len(sizes))]
     per_node: dict[str, int] = {}
     for binding in result.bindings:
         per_node[binding.node] = per_node.get(binding.node, 0) + int(binding.gpus)
-    assert per_node == {"n1": 10, "n2": 10}
+    assert per_node == {"n1": 8, "n2": 8}

@@ -1,0 +1,99 @@
+"""The fragmentation measure, worked by hand, and the placements it changes from KAI's
+fullest-node rule: a pod placed alone goes where it strands the least GPU for the workload."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from fractions import Fraction
+
+import pytest
+
+from kai.engine.capacity import initial_capacity
+from kai.engine.cycle import run_cycle
+from kai.engine.fragmentation import Fragmentation, workload_of
+from kai.engine.model import EngineConfig, Pod, PodGroup
+from tests.unit.engine.builders import NOW, group, node, pod, queue, snapshot
+
+MIB = 1000  # device memory in these tests: a share of p takes p * 1000 MiB
+
+
+def _running(name: str, on: str, **request: object) -> Pod:
+    return pod(name, f"g-{name}", node_name=on, **request)  # type: ignore[arg-type]
+
+
+def test_a_kind_that_needs_more_whole_devices_than_are_free_strands_them_all() -> None:
+    n1 = node("n1", gpus=8)
+    cap = initial_capacity([n1], [_running("r", "n1", gpus=5)])["n1"]
+    measure = Fragmentation(workload_of([pod("one", "w", gpus=1), pod("four", "w", gpus=4)]))
+    # 3 idle devices: the 4-GPU half of the workload can use none of them, the 1-GPU half all
+    assert measure.of(cap) == pytest.approx(1.5)
+
+
+def test_a_partly_used_device_strands_its_room_for_whole_gpus_and_for_bigger_shares() -> None:
+    n1 = node("n1", gpus=2, gpu_memory_mib=MIB)
+    cap = initial_capacity([n1], [_running("r", "n1", portion=Fraction(7, 10), gpu_groups=("d",))])[
+        "n1"
+    ]
+    half = pod("half", "w", portion=Fraction(1, 2))
+    measure = Fragmentation(workload_of([half, pod("whole", "w", gpus=1)]))
+    # the shared device has 0.3 free: too little for a half, of no use to a whole GPU
+    assert measure.of(cap) == pytest.approx(0.3)
+
+
+def test_cpu_that_is_gone_strands_the_gpus_left_beside_it() -> None:
+    n1 = node("n1", gpus=4, cpu=16_000)
+    cap = initial_capacity([n1], [_running("r", "n1", gpus=2, cpu=14_000)])["n1"]
+    measure = Fragmentation(workload_of([pod("w", "w", gpus=1, cpu=4000)]))
+    assert measure.of(cap) == pytest.approx(2.0)
+    cpu_only = Fragmentation(workload_of([pod("c", "w", cpu=1000)]))
+    assert cpu_only.of(cap) == pytest.approx(2.0)  # a pod without GPUs uses none of them
+
+
+def test_a_fraction_takes_the_device_where_it_strands_nothing_not_the_fullest() -> None:
+    """KAI's gpupack puts a quarter on the fullest device with room (0.7 used), leaving 0.05
+    that no quarter can use; the measure picks the device at 0.2, leaving 0.3 and 0.55."""
+    n1 = node("n1", gpus=3, gpu_memory_mib=MIB)
+    running = [
+        _running("a", "n1", portion=Fraction(7, 10), gpu_groups=("full",)),
+        _running("b", "n1", portion=Fraction(2, 10), gpu_groups=("light",)),
+    ]
+    cap = initial_capacity([n1], running)["n1"]
+    quarter = pod("q", "w", portion=Fraction(1, 4))
+    measure = Fragmentation(workload_of([quarter]))
+    assert cap.shared_candidates(quarter) == ["full"]
+    assert measure.best_devices(cap, quarter) == ("light",)
+    assert measure.after(cap, quarter, ("full",)) == pytest.approx(0.05)
+    assert measure.after(cap, quarter, ("light",)) == 0
+
+
+def _in_order(groups: list[PodGroup]) -> list[PodGroup]:
+    return [
+        dataclasses.replace(g, created=NOW + timedelta(seconds=i)) for i, g in enumerate(groups)
+    ]
+
+
+def test_a_pod_alone_goes_where_it_strands_least_not_to_the_fullest_node() -> None:
+    """A 1-GPU pod with 6 cores, then five with 4 cores. KAI's binpack puts the first on n1
+    (fewest idle GPUs) and takes all but 2 of its cores: n1's last GPU is stranded and the
+    fifth small pod finds no room (5 of 6 placed). Measured against the workload, n1 would
+    strand a GPU and n2 nothing, so the first goes to n2, and all six are placed."""
+    nodes = [node("n1", gpus=2, cpu=8000), node("n2", gpus=4, cpu=64_000)]
+    pods = [pod("big", "big", gpus=1, cpu=6000)]
+    pods += [pod(f"small{i}", f"small{i}", gpus=1, cpu=4000) for i in range(5)]
+    groups = _in_order([group(p.group.split("/")[1], "q") for p in pods])
+    snap = snapshot(nodes, pods, groups, [queue("q")])
+    greedy = run_cycle(snap, EngineConfig(time_limit_seconds=0))
+    assert {b.pod: b.node for b in greedy.bindings}["ns/big"] == "n2"
+    assert len(greedy.bindings) == 6
+    assert all(decision.scheduled for decision in greedy.groups.values())
+
+
+def test_a_gangs_members_are_placed_in_kais_order_not_by_the_measure() -> None:
+    """The same nodes, and a gang of two of the 6-core pods: alone, the first would go to n2
+    (n1 would strand a GPU); as a gang member it goes where KAI's binpack puts it, n1."""
+    nodes = [node("n1", gpus=2, cpu=8000), node("n2", gpus=4, cpu=64_000)]
+    pods = [pod(f"m{i}", "gang", gpus=1, cpu=6000) for i in range(2)]
+    snap = snapshot(nodes, pods, [group("gang", "q", min_member=2)], [queue("q")])
+    greedy = run_cycle(snap, EngineConfig(time_limit_seconds=0))
+    assert {b.pod: b.node for b in greedy.bindings} == {"ns/m0": "n1", "ns/m1": "n2"}
