@@ -20,7 +20,7 @@ node affinity and GPU-type constraints are not part of the measure.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -103,6 +103,11 @@ class Growth:
     """For a fraction of one device: MiB already used on the device it should join (-1 for
     an idle device); None when the choice does not matter (whole GPUs, several devices)."""
 
+    @property
+    def rank(self) -> float:
+        """`by`, rounded so that float noise does not break a tie between equal placements."""
+        return round(self.by, 9)
+
 
 class _GpuAsk:
     """The kinds of the workload with one GPU request, told apart by their host requests."""
@@ -148,7 +153,11 @@ class Fragmentation:
                 by_gpu.setdefault(kind.gpu, []).append(kind)
         self._asks = tuple(_GpuAsk(gpu, group) for gpu, group in by_gpu.items())
         self._memo: dict[NodeState, float] = {}
-        self._growth: dict[Shape, dict[NodeState, Growth | None]] = {}
+        # States are numbered once: the growth memo is asked for every state per pod, and an
+        # int hashes at once where a state tuple is hashed anew each time.
+        self._numbers: dict[NodeState, int] = {}
+        self._states: list[NodeState] = []
+        self._growth: dict[Shape, dict[int, Growth | None]] = {}
 
     def __bool__(self) -> bool:
         return bool(self._asks) or self._gpu_less > 0
@@ -168,20 +177,29 @@ class Fragmentation:
         trial.take(pod, groups)
         return self.of(trial)
 
+    def number(self, state: NodeState) -> int:
+        """The state's number, the same for equal states for this measure's lifetime."""
+        number = self._numbers.get(state)
+        if number is None:
+            number = self._numbers[state] = len(self._states)
+            self._states.append(state)
+        return number
+
+    def growths(self, shape: Shape) -> Mapping[int, Growth | None]:
+        """What is known so far of pods of this shape, by state number (read only)."""
+        return self._growth.setdefault(shape, {})
+
     def growth(
-        self,
-        cap: NodeCapacity,
-        pod: Pod,
-        state: NodeState | None = None,
-        shape: Shape | None = None,
+        self, cap: NodeCapacity, pod: Pod, number: int | None = None, shape: Shape | None = None
     ) -> Growth | None:
-        """How much placing the pod here adds (None: it does not fit); `state` and `shape`
-        are the node's and the pod's, when the caller has them."""
-        state = state or node_state(cap)
+        """How much placing the pod here adds (None: it does not fit); `number` (of the
+        node's state) and `shape` (the pod's), when the caller has them."""
+        if number is None:
+            number = self.number(node_state(cap))
         by_state = self._growth.setdefault(shape or shape_of(pod), {})
-        if state in by_state:
-            return by_state[state]
-        growth = by_state[state] = self._measure(cap, pod, state)
+        if number in by_state:
+            return by_state[number]
+        growth = by_state[number] = self._measure(cap, pod, self._states[number])
         return growth
 
     def best_devices(self, cap: NodeCapacity, pod: Pod) -> tuple[str, ...] | None:

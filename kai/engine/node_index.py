@@ -11,9 +11,10 @@ from __future__ import annotations
 import bisect
 import functools
 from collections.abc import Callable, Iterator, Mapping
+from typing import cast
 
 from kai.engine.capacity import NodeCapacity
-from kai.engine.fragmentation import Fragmentation, NodeState, node_state, shape_of
+from kai.engine.fragmentation import Fragmentation, Growth, node_state, shape_of
 from kai.engine.model import PlacementStrategy, Pod
 
 
@@ -41,8 +42,8 @@ class NodeIndex:
         self._fragmentation = (
             fragmentation if fragmentation and strategy is PlacementStrategy.BINPACK else None
         )
-        self._state_of: dict[str, NodeState] = {}
-        self._states: dict[NodeState, list[str]] = {}
+        self._state_of: dict[str, int] = {}  # node -> the number of its state
+        self._states: dict[int, list[str]] = {}  # state number -> its nodes, by name
         if self._fragmentation is not None:
             for name in sorted(self.capacity):
                 self._enter_state(name)
@@ -116,13 +117,16 @@ class NodeIndex:
     ) -> str | None:
         """The node where the pod adds the least expected fragmentation; among equals, the
         one with fewest idle whole devices, as bin-packing prefers, then by name."""
-        ranked: list[tuple[float, int, str, NodeState]] = []
+        ranked: list[tuple[float, int, str, int]] = []
         shape = shape_of(pod)
+        known = fragmentation.growths(shape)  # read directly: this loop runs per pod per state
         for state, names in self._states.items():
-            cap = self.capacity[names[0]]
-            growth = fragmentation.growth(cap, pod, state, shape)
+            growth = known.get(state, _UNKNOWN)
+            if growth is _UNKNOWN:
+                growth = fragmentation.growth(self.capacity[names[0]], pod, state, shape)
             if growth is not None:
-                ranked.append((round(growth.by, 9), cap.whole_gpus, names[0], state))
+                growth = cast(Growth, growth)
+                ranked.append((growth.rank, self.capacity[names[0]].whole_gpus, names[0], state))
         ranked.sort()
         for *_, state in ranked:
             for name in self._states[state]:
@@ -131,7 +135,8 @@ class NodeIndex:
         return None
 
     def _enter_state(self, name: str) -> None:
-        state = node_state(self.capacity[name])
+        assert self._fragmentation is not None
+        state = self._fragmentation.number(node_state(self.capacity[name]))
         self._state_of[name] = state
         bisect.insort(self._states.setdefault(state, []), name)
 
@@ -180,6 +185,9 @@ class NodeIndex:
                 bisect.insort(self._sharing, name)
             else:
                 self._sharing.remove(name)
+
+
+_UNKNOWN = object()
 
 
 def _restore(cap: NodeCapacity, saved: NodeCapacity) -> None:
