@@ -311,3 +311,22 @@ def test_seeds_are_read_as_ranges_and_lists() -> None:
     for bad in ("51-42", "x", "42-"):
         with pytest.raises(argparse.ArgumentTypeError):
             parse_seeds(bad)
+
+
+@pytest.mark.parametrize(
+    ("stem", "gpu_pods", "shares", "multi_gpu", "constrained"),
+    [
+        ("gpushare100", 7064, 7064, 0, 0),
+        ("multigpu50", 7973, 3078, 984, 0),
+        ("gpuspec33", 7064, 3078, 75, 2388),
+    ],
+)
+def test_the_other_shipped_pod_lists_are_what_their_readme_says(
+    stem: str, gpu_pods: int, shares: int, multi_gpu: int, constrained: int
+) -> None:
+    pods = read_pods(DEFAULT_PODS.with_name(f"openb_pod_list_{stem}.csv"))
+    asking = [pod for pod in pods if pod.num_gpu]
+    assert len(asking) == gpu_pods
+    assert sum(1 for pod in asking if pod.num_gpu == 1 and pod.gpu_milli < 1000) == shares
+    assert sum(1 for pod in asking if pod.num_gpu > 1) == multi_gpu
+    assert sum(1 for pod in asking if pod.gpu_spec) == constrained
