@@ -1,4 +1,10 @@
-"""Entry point of the `kai` console script: one sub-command per adapter."""
+"""Entry point of the `kai` console script: one sub-command per adapter.
+
+Each sub-command's module declares its arguments with light imports only and imports
+what it runs (the operator, the engine with OR-Tools, the Kubernetes client) inside its
+handler: importing all of them first made `kai --help` take 1-2 s, and a command that
+needs none of them (`kai workload validate`) paid for all.
+"""
 
 from __future__ import annotations
 

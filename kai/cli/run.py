@@ -14,14 +14,12 @@ import signal
 from pathlib import Path
 
 from kai.api.durations import parse_duration
-from kai.operator.app import run_operator
 from kai.operator.config import (
     DEFAULT_RESERVATION_NAMESPACE,
     OperatorConfig,
     default_identity,
     default_namespace,
 )
-from kai.operator.logs import configure
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -77,6 +75,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    from kai.operator.logs import configure  # see kai/cli/main.py: imported when run
+
     configure(args.log_level)
     config = OperatorConfig(
         kubeconfig=args.kubeconfig,
@@ -103,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _until_signalled(config: OperatorConfig) -> None:
+    from kai.operator.app import run_operator  # see kai/cli/main.py: imported when run
+
     task = asyncio.create_task(run_operator(config))
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -12,10 +12,6 @@ import traceback
 from datetime import UTC, datetime
 
 from kai.engine.model import EngineConfig, PlacementStrategy
-from kai.simulate.inputs import InputError, read_documents
-from kai.simulate.report import build_document, render
-from kai.simulate.rounds import simulate
-from kai.simulate.scenario import InvalidScenarioError, load_scenario
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INVALID = 0, 1, 2
 
@@ -41,6 +37,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    # see kai/cli/main.py: the engine and the simulator are imported when run
+    from kai.simulate.inputs import InputError, read_documents
+    from kai.simulate.report import build_document, render
+    from kai.simulate.rounds import simulate
+    from kai.simulate.scenario import InvalidScenarioError, load_scenario
+
     try:
         now = _timestamp(args.now) if args.now else datetime.now(UTC)
     except ValueError as error:

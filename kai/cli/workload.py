@@ -23,7 +23,6 @@ from kai.api.errors import ManifestError
 from kai.cli.describe import NoDefinitionError, describe_workload
 from kai.grouping import GroupingError
 from kai.workloads.catalog import load_catalog
-from kai.workloads.cluster import cluster_definitions, read_object
 from kai.workloads.definition import WorkloadDefinition
 from kai.workloads.jqeval import JqError, JqEvaluator
 from kai.workloads.loader import definition_problems
@@ -107,6 +106,8 @@ def _describe(args: argparse.Namespace) -> int:
         print(f"ERROR: unknown workload type or missing name in {args.target!r}", file=sys.stderr)
         return EXIT_FAILED
     gvk = definition.gvk
+    from kai.workloads.cluster import read_object  # see kai/cli/main.py: imported when used
+
     try:
         obj = asyncio.run(read_object(gvk.api_version, gvk.kind, args.namespace, name))
     except Exception as error:  # any API or kubeconfig failure ends the command
@@ -158,6 +159,8 @@ def _definitions(args: argparse.Namespace) -> int:
 
 
 def _registry_with_cluster() -> DefinitionRegistry:
+    from kai.workloads.cluster import cluster_definitions  # see kai/cli/main.py
+
     jq = JqEvaluator()
     catalog = load_catalog(jq)
     try:
