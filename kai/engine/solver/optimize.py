@@ -134,24 +134,28 @@ def optimize(
 def _gpu_upper_bound(
     gangs: Sequence[GangRequest], capacity: Mapping[str, NodeCapacity], memory_mib: int
 ) -> Fraction:
-    """No answer can place more GPUs than are free, nor more than the gangs ask for."""
-    free = sum(
-        (
-            cap.whole_gpus
-            + sum(
-                (
-                    Fraction(cap.node.gpu_memory_mib - used, cap.node.gpu_memory_mib)
-                    for used in cap.shared.values()
-                ),
-                Fraction(0),
-            )
-            for cap in capacity.values()
-            if cap.node.ready and not cap.node.unschedulable
-        ),
-        Fraction(0),
+    """No answer can place more GPUs than are free, nor more than the gangs ask for.
+
+    A `gpu-memory` pod counts its MiB against the smallest device (`memory_mib`), so on a
+    bigger device it counts for more GPUs than the share of the device it takes: at most
+    `1 - memory_mib / largest device` more per GPU it counts for. Other pods count exactly
+    the devices they take, so the free devices plus that surplus of the `gpu-memory` pods
+    bound what can be placed.
+    """
+    free = Fraction(0)
+    largest = memory_mib
+    for cap in capacity.values():
+        if not cap.node.ready or cap.node.unschedulable:
+            continue
+        device = cap.node.gpu_memory_mib
+        shared = sum(Fraction(device - used, device) for used in cap.shared.values())
+        if cap.whole_gpus > 0 or shared > 0:
+            free += cap.whole_gpus + shared
+            largest = max(largest, device)
+    pods = [p for g in gangs for p in (*g.core, *g.elastic)]
+    asked = sum((pod_resources(p, memory_mib).gpu for p in pods), Fraction(0))
+    by_memory = sum(
+        (pod_resources(p, memory_mib).gpu for p in pods if p.gpu.memory_mib), Fraction(0)
     )
-    asked = sum(
-        (pod_resources(p, memory_mib).gpu for g in gangs for p in (*g.core, *g.elastic)),
-        Fraction(0),
-    )
-    return min(free, asked)
+    surplus = by_memory * (1 - Fraction(memory_mib, largest))
+    return min(free + surplus, asked)
