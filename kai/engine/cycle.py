@@ -137,8 +137,10 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
 
     eligible_for = EligibilityIndex(snapshot.nodes)
 
-    fragmentation = Fragmentation(
-        workload_of(pod for pod in snapshot.pods if pod.scheduler_is_ours)
+    fragmentation = (  # bin-packing's measure: spreading places by free GPUs alone
+        Fragmentation(workload_of(pod for pod in snapshot.pods if pod.scheduler_is_ours))
+        if config.placement_strategy is PlacementStrategy.BINPACK
+        else None
     )
     kai_order = KaiOrder(queues, shares, total, config, eligible_for, memory_mib, fragmentation)
 

@@ -125,7 +125,8 @@ class KaiOrder:
     eligible_for: Callable[[Pod], Callable[[str], bool]]
     accounting_memory_mib: int
     fragmentation: Fragmentation | None = None
-    """Bin-packing's measure of what a placement strands (None: KAI's fullest-node rule)."""
+    """Bin-packing's measure of what a placement strands; None under spreading, or for
+    KAI's fullest-node rule."""
 
 
 def allocate_in_kai_order(

@@ -38,15 +38,11 @@ class NodeIndex:
         self._sharing = sorted(name for name, cap in self.capacity.items() if cap.shared)
         self._saved: dict[str, NodeCapacity] | None = None
         # Fragmentation-aware bin-packing ranks node states, not nodes: nodes in the same
-        # state are interchangeable, and there are far fewer states than nodes.
-        self._fragmentation = (
-            fragmentation if fragmentation and strategy is PlacementStrategy.BINPACK else None
-        )
+        # state are interchangeable, and there are far fewer states than nodes. The states
+        # are tracked from the first pod placed alone: a pass of gangs only never needs them.
+        self._fragmentation = fragmentation or None
         self._state_of: dict[str, int] = {}  # node -> the number of its state
-        self._states: dict[int, list[str]] = {}  # state number -> its nodes, by name
-        if self._fragmentation is not None:
-            for name in sorted(self.capacity):
-                self._enter_state(name)
+        self._states: dict[int, list[str]] | None = None  # state number -> its nodes, by name
 
     # -- checkpoints ---------------------------------------------------------------------
     def begin(self) -> None:
@@ -117,10 +113,11 @@ class NodeIndex:
     ) -> str | None:
         """The node where the pod adds the least expected fragmentation; among equals, the
         one with fewest idle whole devices, as bin-packing prefers, then by name."""
+        states = self._tracked_states(fragmentation)
         ranked: list[tuple[float, int, str, int]] = []
         shape = shape_of(pod)
         known = fragmentation.growths(shape)  # read directly: this loop runs per pod per state
-        for state, names in self._states.items():
+        for state, names in states.items():
             growth = known.get(state, _UNKNOWN)
             if growth is _UNKNOWN:
                 growth = fragmentation.growth(self.capacity[names[0]], pod, state, shape)
@@ -129,23 +126,31 @@ class NodeIndex:
                 ranked.append((growth.rank, self.capacity[names[0]].whole_gpus, names[0], state))
         ranked.sort()
         for *_, state in ranked:
-            for name in self._states[state]:
+            for name in states[state]:
                 if eligible(name):
                     return name
         return None
 
-    def _enter_state(self, name: str) -> None:
-        assert self._fragmentation is not None
-        state = self._fragmentation.number(node_state(self.capacity[name]))
-        self._state_of[name] = state
-        bisect.insort(self._states.setdefault(state, []), name)
+    def _tracked_states(self, fragmentation: Fragmentation) -> dict[int, list[str]]:
+        if self._states is None:
+            self._states = {}
+            for name in sorted(self.capacity):
+                self._enter_state(name, fragmentation, self._states)
+        return self._states
 
-    def _leave_state(self, name: str) -> None:
+    def _enter_state(
+        self, name: str, fragmentation: Fragmentation, states: dict[int, list[str]]
+    ) -> None:
+        state = fragmentation.number(node_state(self.capacity[name]))
+        self._state_of[name] = state
+        bisect.insort(states.setdefault(state, []), name)
+
+    def _leave_state(self, name: str, states: dict[int, list[str]]) -> None:
         state = self._state_of.pop(name)
-        names = self._states[state]
+        names = states[state]
         names.remove(name)
         if not names:
-            del self._states[state]
+            del states[state]
 
     def _sharing_candidates(self, pod: Pod) -> list[str]:
         # Nodes whose shared devices have room win (KAI's gpusharingorder), fullest device first.
@@ -171,11 +176,12 @@ class NodeIndex:
         cap = self.capacity[name]
         old_level = max(0, cap.whole_gpus)
         had_shared = bool(cap.shared)
-        if self._fragmentation is not None:
-            self._leave_state(name)
+        states, fragmentation = self._states, self._fragmentation
+        if states is not None:
+            self._leave_state(name, states)
         change(cap)
-        if self._fragmentation is not None:
-            self._enter_state(name)
+        if states is not None and fragmentation is not None:
+            self._enter_state(name, fragmentation, states)
         new_level = max(0, cap.whole_gpus)
         if new_level != old_level:
             self._buckets[old_level].remove(name)

@@ -152,10 +152,11 @@ def _gpu_upper_bound(
         if cap.whole_gpus > 0 or shared > 0:
             free += cap.whole_gpus + shared
             largest = max(largest, device)
-    pods = [p for g in gangs for p in (*g.core, *g.elastic)]
-    asked = sum((pod_resources(p, memory_mib).gpu for p in pods), Fraction(0))
-    by_memory = sum(
-        (pod_resources(p, memory_mib).gpu for p in pods if p.gpu.memory_mib), Fraction(0)
-    )
+    asked = by_memory = Fraction(0)
+    for pod in (p for g in gangs for p in (*g.core, *g.elastic)):
+        gpus = pod_resources(pod, memory_mib).gpu
+        asked += gpus
+        if pod.gpu.memory_mib:
+            by_memory += gpus
     surplus = by_memory * (1 - Fraction(memory_mib, largest))
     return min(free + surplus, asked)
