@@ -1,16 +1,15 @@
 """`kai run [--kubeconfig PATH] [--period 1s] [--time-limit 1.0] [--metrics-port 8080] ...`: the live scheduler.
 
-Runs the operator until SIGINT or SIGTERM; on either it releases its leader Lease
-so a standby replica takes over at once, and exits 0. Without --kubeconfig it
-uses the in-cluster ServiceAccount, then the default kubeconfig.
+Runs the scheduler as a kopf operator (`kai.operator.hosting`) until SIGINT or
+SIGTERM; on either it releases its leader Lease so a standby replica takes over at
+once, and exits 0 (1 if the scheduler failed). Without --kubeconfig it uses the
+in-cluster ServiceAccount, then the default kubeconfig.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import signal
 from pathlib import Path
 
 from kai.api.durations import parse_duration
@@ -33,7 +32,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--metrics-port",
         type=int,
         default=8080,
-        help="port of /metrics, /healthz, /readyz (-1: off)",
+        help="port of /metrics and /readyz (-1: off)",
+    )
+    parser.add_argument(
+        "--liveness-endpoint",
+        default="http://0.0.0.0:8081/healthz",
+        help="where kopf serves the liveness probe ('' for none)",
     )
     parser.add_argument("--bind-concurrency", type=_positive, default=32)
     parser.add_argument(
@@ -83,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         period_seconds=args.period,
         time_limit_seconds=args.time_limit,
         metrics_port=args.metrics_port,
+        serve_healthz=False,  # kopf serves liveness at --liveness-endpoint
         bind_concurrency=args.bind_concurrency,
         burst_pods=args.burst_pods,
         write_concurrency=args.write_concurrency,
@@ -98,19 +103,9 @@ def run(args: argparse.Namespace) -> int:
         reservation_image=args.reservation_image,
         reservation_runtime_class=args.reservation_runtime_class or None,
     )
-    asyncio.run(_until_signalled(config))
-    return 0
+    from kai.operator.hosting import run_hosted  # see kai/cli/main.py: imported when run
 
-
-async def _until_signalled(config: OperatorConfig) -> None:
-    from kai.operator.app import run_operator  # see kai/cli/main.py: imported when run
-
-    task = asyncio.create_task(run_operator(config))
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, task.cancel)
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    return asyncio.run(run_hosted(config, args.liveness_endpoint or None))
 
 
 def _duration(text: str) -> float:

@@ -363,6 +363,13 @@ async def connect(kubeconfig: Path | None, connections: int = 64) -> ApiClient:
     Watches hold connections open, so the pool is sized well above the client's
     default (5 per core), or binds would queue behind them.
     """
+    configuration = await load_configuration(kubeconfig)
+    configuration.connection_pool_maxsize = connections
+    return ApiClient(configuration)
+
+
+async def load_configuration(kubeconfig: Path | None) -> Configuration:
+    """The credentials of a kubeconfig file, or of the pod's ServiceAccount, then the default file."""
     configuration = Configuration()
     if kubeconfig is not None:
         await config.load_kube_config(
@@ -373,5 +380,4 @@ async def connect(kubeconfig: Path | None, connections: int = 64) -> ApiClient:
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         except config.ConfigException:
             await config.load_kube_config(client_configuration=configuration)
-    configuration.connection_pool_maxsize = connections
-    return ApiClient(configuration)
+    return configuration

@@ -56,9 +56,22 @@ class Operator:
     server: HealthServer | None
     metrics: Metrics
     grouper: PodGrouper
+    stuck_after_seconds: float
 
     def is_leader(self) -> bool:
         return self.elector.is_leader() if self.elector is not None else True
+
+    def live(self) -> bool:
+        """Cycles keep finishing and the last ones did not all fail (a standby cycles too)."""
+        if not self.cache.synced:
+            return True
+        return time.monotonic() - self.loop.last_alive < self.stuck_after_seconds and (
+            self.loop.healthy
+        )
+
+    def ready(self) -> bool:
+        """The watch cache has listed everything once."""
+        return self.cache.synced
 
 
 async def run_operator(
@@ -132,22 +145,17 @@ async def run_operator(
             run_engine=run_engine,
         )
         stuck_after = STUCK_AFTER_PERIODS * config.period_seconds + config.time_limit_seconds
-
-        def live() -> bool:
-            if not cache.synced:
-                return True
-            return time.monotonic() - loop.last_alive < stuck_after and loop.healthy
-
-        server = (
-            HealthServer(
-                metrics, live, lambda: cache.synced, config.metrics_host, config.metrics_port
+        operator = Operator(config, cache, loop, elector, None, metrics, grouper, stuck_after)
+        if config.metrics_port >= 0:
+            operator.server = HealthServer(
+                metrics,
+                operator.live if config.serve_healthz else None,
+                operator.ready,
+                config.metrics_host,
+                config.metrics_port,
             )
-            if config.metrics_port >= 0
-            else None
-        )
-        if server is not None:
-            await server.start()
-        operator = Operator(config, cache, loop, elector, server, metrics, grouper)
+            await operator.server.start()
+        server = operator.server
         log.info(
             "operator starting",
             identity=config.identity,

@@ -35,6 +35,8 @@ class OperatorConfig:
     metrics_port: int = 8080
     """/metrics, /healthz and /readyz; 0 picks a free port, -1 serves nothing."""
     metrics_host: str = "0.0.0.0"
+    serve_healthz: bool = True
+    """Liveness on the metrics port too; `kai run` leaves it to kopf's probe endpoint."""
     burst_pods: int = 500
     """New pods one cycle groups and schedules at most; the rest go to the next (0: no bound)."""
     bind_concurrency: int = 32

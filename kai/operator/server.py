@@ -1,8 +1,10 @@
-"""The operator's HTTP endpoints: /metrics for Prometheus, /healthz and /readyz for the kubelet.
+"""The operator's HTTP endpoints: /metrics for Prometheus, /readyz (and /healthz) for the kubelet.
 
 Liveness fails when cycles have stopped (the loop is stuck); readiness waits for
 the watch cache's first full listing. A standby replica is live and ready: it
-keeps its cache warm to take over at once.
+keeps its cache warm to take over at once. Under `kai run` kopf serves liveness
+(`kai.operator.hosting`), so /healthz is served here only when the operator runs
+embedded without kopf (`live` given), as in the integration tests.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ class HealthServer:
     def __init__(
         self,
         metrics: Metrics,
-        live: Callable[[], bool],
+        live: Callable[[], bool] | None,
         ready: Callable[[], bool],
         host: str,
         port: int,
@@ -35,7 +37,8 @@ class HealthServer:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_get("/metrics", self._serve_metrics)
-        app.router.add_get("/healthz", self._probe(self._live))
+        if self._live is not None:
+            app.router.add_get("/healthz", self._probe(self._live))
         app.router.add_get("/readyz", self._probe(self._ready))
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()

@@ -14,7 +14,14 @@ from pathlib import Path
 
 import pytest
 
-HEAVY = ("ortools", "kubernetes_asyncio", "aiohttp", "kai.engine.cycle", "kai.operator.app")
+HEAVY = (
+    "ortools",
+    "kubernetes_asyncio",
+    "aiohttp",
+    "kopf",
+    "kai.engine.cycle",
+    "kai.operator.app",
+)
 CATALOG = Path(__file__).parents[3] / "kai" / "workloads" / "catalog"
 
 _PROBE = """
@@ -38,7 +45,9 @@ def _loaded(*argv: str) -> tuple[object, list[str]]:
     return report["code"], report["loaded"]
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["simulate", "--help"]])
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["run", "--help"], ["webhook", "--help"], ["simulate", "--help"]]
+)
 def test_help_loads_neither_the_solver_nor_the_kubernetes_client(argv: list[str]) -> None:
     code, loaded = _loaded(*argv)
     assert code == 0
