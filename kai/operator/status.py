@@ -1,22 +1,43 @@
 """Queue and PodGroup status, derived from the pods after each cycle and written only on change.
 
-Queue status (allocated, allocatedNonPreemptible, requested, and the fair share the
-engine computed) is recomputed from the pods every cycle, never accumulated, so it
-cannot drift from what runs (KAI#1048). PodGroup status carries the engine's
-decision: an `UnschedulableOnNodePool` scheduling condition with the reason and
-message while the group waits, none once it is scheduled, and the group's own
-resource totals. A status equal to what the cache shows is not sent; a changed
+The resource totals mean what KAI's controllers write (pkg/podgroupcontroller and
+pkg/queuecontroller): a PodGroup's `requested` is what its pods in phase Pending or
+Running ask for (scheduling-gated and being-deleted ones included), its `allocated`
+what its bound, unfinished pods hold (being-deleted ones included while they run),
+and `allocatedNonPreemptible` the same as `allocated` for a non-preemptible group. A
+Queue's three totals are the sums over its PodGroups and, recursively, its child
+queues; `childQueues` names the queues whose `spec.parentQueue` is this queue, and
+is absent for a queue with none. These are recomputed from the pods every cycle,
+never accumulated, so they cannot drift from what runs (KAI#1048). They are not the
+engine's accounting: fair share and limits leave pods being deleted and gated pods
+out, as KAI's scheduler does (kai.engine.accounting).
+
+kai also writes `fairShare` and `deserved` (the engine's division; KAI has them only
+as metrics), for the queues that take part in it. KAI's CRD does not declare them and
+its API server prunes them; a writer that compared them with the cache would then
+write every queue every cycle, so a pruned extension field this writer has sent
+counts as written.
+
+KAI's queue controller writes no Queue conditions (the API declares `Orphan` and
+`OverQuota`; nothing sets them), so kai writes none either, and leaves any that
+another writer set: a status write is a merge patch of kai's own fields.
+
+PodGroup status also carries the engine's decision: an `UnschedulableOnNodePool`
+scheduling condition with the reason and message while the group waits, none once
+it is scheduled. A status equal to what the cache shows is not sent; a changed
 unschedulable reason also raises an `Unschedulable` event on the group and its
 pending pods.
 
 Resource lists use Kubernetes quantities: GPUs as a decimal count of devices,
-CPU in millicores (`m`), memory in megabytes (`M`), as KAI reports them.
+CPU in millicores (`m`), memory in megabytes (`M`), exact (bytes when not whole
+megabytes).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
@@ -42,13 +63,25 @@ DEFAULT_NODE_POOL = "default"
 _MB = 10**6
 
 
+EXTENSION_FIELDS = ("fairShare", "deserved")
+"""Queue status fields KAI's Queue CRD does not declare (its API server prunes them)."""
+
+
 def resource_list(value: Resources) -> dict[str, str]:
     """A ResourceList of quantities: GPU devices, CPU millicores, memory megabytes."""
     return {
         NVIDIA_GPU_RESOURCE: _decimal(value.gpu),
         "cpu": f"{_decimal(value.cpu)}m",
-        "memory": f"{_decimal(value.memory / _MB)}M",
+        "memory": _memory(value.memory),
     }
+
+
+def _memory(amount: Fraction) -> str:
+    """Megabytes when whole, else bytes: an exact quantity (2Gi is 2147483648, not 2147.48M)."""
+    megabytes = amount / _MB
+    if megabytes.denominator == 1:
+        return f"{megabytes.numerator}M"
+    return _decimal(amount)
 
 
 def _decimal(amount: Fraction) -> str:
@@ -59,14 +92,100 @@ def _decimal(amount: Fraction) -> str:
     return format(round(float(amount), 6), "g")
 
 
-def queue_status(share: QueueShare) -> dict[str, Any]:
-    return {
-        "allocated": resource_list(share.allocated),
-        "allocatedNonPreemptible": resource_list(share.allocated_non_preemptible),
-        "requested": resource_list(share.request),
-        "fairShare": resource_list(share.fair_share),
-        "deserved": resource_list(share.deserved),
-    }
+@dataclass(frozen=True, slots=True)
+class StatusTotals:
+    """The resource totals of a PodGroup's or a Queue's status, as KAI's controllers sum them."""
+
+    allocated: Resources = field(default_factory=Resources)
+    allocated_non_preemptible: Resources = field(default_factory=Resources)
+    requested: Resources = field(default_factory=Resources)
+
+    def __add__(self, other: StatusTotals) -> StatusTotals:
+        return StatusTotals(
+            self.allocated + other.allocated,
+            self.allocated_non_preemptible + other.allocated_non_preemptible,
+            self.requested + other.requested,
+        )
+
+    def resources_status(self) -> dict[str, dict[str, str]]:
+        return {
+            "allocated": resource_list(self.allocated),
+            "allocatedNonPreemptible": resource_list(self.allocated_non_preemptible),
+            "requested": resource_list(self.requested),
+        }
+
+
+def group_totals(after: Snapshot) -> dict[str, StatusTotals]:
+    """Each PodGroup's totals as KAI's pod-group controller counts its pods (pod.go):
+    requested by every pod in phase Pending or Running, allocated by those on a node."""
+    nodes = {node.name: node for node in after.nodes}
+    preemptible = {group.key: group.preemptible for group in after.pod_groups}
+    default_memory = accounting_device_memory(after)
+    totals: dict[str, StatusTotals] = defaultdict(StatusTotals)
+    for pod in after.pods:
+        if pod.group not in preemptible or pod.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED):
+            continue
+        node = nodes.get(pod.node or "")
+        amount = pod_resources(pod, node.gpu_memory_mib if node else default_memory)
+        # Bound, or being deleted while it still runs on its node: KAI's pod phase is
+        # Running (or Pending with PodScheduled) either way.
+        on_node = pod.phase is PodPhase.BOUND or (
+            pod.phase is PodPhase.RELEASING and pod.node is not None
+        )
+        allocated = amount if on_node else Resources()
+        totals[pod.group] += StatusTotals(
+            allocated, Resources() if preemptible[pod.group] else allocated, amount
+        )
+    return dict(totals)
+
+
+def queue_statuses(
+    queues: Iterable[Mapping[str, Any]],
+    groups: Mapping[str, StatusTotals],
+    group_queues: Mapping[str, str],
+    shares: Mapping[str, QueueShare],
+) -> dict[str, dict[str, Any]]:
+    """The status of every Queue object, as KAI's queue controller writes it, plus the
+    engine's fair share for the queues that take part in its division.
+
+    `groups` are PodGroup totals by group key and `group_queues` each group's queue.
+    A queue's totals are its PodGroups' and its children's (resource_updater.go);
+    `childQueues` lists the queues naming it as `spec.parentQueue`
+    (childqueues_updater.go) in name order. KAI's order is its informer index's, which
+    is unordered; name order is one of its orders and keeps a status that has not
+    changed equal to the one written. A queue in a parent cycle (the admission
+    webhook refuses one) is counted once.
+    """
+    parents: dict[str, str] = {}
+    for manifest in queues:
+        name = str((manifest.get("metadata") or {}).get("name") or "")
+        if name:
+            parents[name] = str((manifest.get("spec") or {}).get("parentQueue") or "")
+    children: dict[str, list[str]] = defaultdict(list)
+    for name, parent in sorted(parents.items()):
+        if parent:
+            children[parent].append(name)
+    own: dict[str, StatusTotals] = defaultdict(StatusTotals)
+    for key, totals in groups.items():
+        own[group_queues.get(key, "")] += totals
+
+    def subtree(name: str, seen: set[str]) -> StatusTotals:
+        seen.add(name)
+        total = own.get(name, StatusTotals())
+        for child in children.get(name, []):
+            if child not in seen:
+                total += subtree(child, seen)
+        return total
+
+    statuses: dict[str, dict[str, Any]] = {}
+    for name in parents:
+        status: dict[str, Any] = subtree(name, set()).resources_status()
+        status["childQueues"] = children.get(name) or None  # None: removed by the merge patch
+        share = shares.get(name)
+        status["fairShare"] = resource_list(share.fair_share) if share else None
+        status["deserved"] = resource_list(share.deserved) if share else None
+        statuses[name] = status
+    return statuses
 
 
 class StatusWriter:
@@ -80,11 +199,22 @@ class StatusWriter:
     def _differs(self, what: str, current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
         """Whether `wanted` must be written: the cache shows otherwise, or this writer last
         wrote otherwise. The cache may not show that last write yet (a watch that lags or
-        was cut), and would hide that a change back to what it shows is still owed."""
+        was cut), and would hide that a change back to what it shows is still owed.
+
+        A field wanted as None (removed) or empty matches one the cache does not show.
+        An extension field the cache does not show, once this writer has written it, was
+        pruned by a CRD that does not declare it (KAI's own) and is not sent again."""
         written = self._written.get(what)
-        return (written is not None and written != wanted) or any(
-            current.get(field, []) != value for field, value in wanted.items()
-        )
+        if written is not None and written != wanted:
+            return True
+        for name, value in wanted.items():
+            shown = current.get(name)
+            if shown == value or (_empty(shown) and _empty(value)):
+                continue
+            if name in EXTENSION_FIELDS and shown is None and written is not None:
+                continue
+            return True
+        return False
 
     async def publish(
         self,
@@ -96,16 +226,17 @@ class StatusWriter:
     ) -> None:
         writes: list[tuple[str, Any]] = []
         wants: dict[str, Mapping[str, Any]] = {}
-        for name, share in shares.items():
-            queue = view.queues.get(name)
-            if queue is None:
-                continue
-            wanted = queue_status(share)
+        totals = group_totals(after)
+        group_queues = {group.key: group.queue for group in after.pod_groups}
+        queues = {
+            str((queue.get("metadata") or {}).get("name") or ""): queue
+            for queue in view.queues.values()
+        }
+        for name, wanted in queue_statuses(queues.values(), totals, group_queues, shares).items():
             what = f"Queue {name}"
-            if self._differs(what, queue.get("status") or {}, wanted):
+            if self._differs(what, queues[name].get("status") or {}, wanted):
                 writes.append((what, self._patcher(_queue_path(name), wanted)))
                 wants[what] = wanted
-        group_totals = _group_resources(after)
         pending_pods = _pending_pods_by_group(after)
         for key, decision in decisions.items():
             group = view.pod_groups.get(key)
@@ -113,14 +244,9 @@ class StatusWriter:
                 continue
             current = group.get("status") or {}
             conditions = _scheduling_conditions(current, decision, now)
-            allocated, allocated_np, requested = group_totals.get(key, (Resources(),) * 3)
             wanted = {
                 "schedulingConditions": conditions,
-                "resourcesStatus": {
-                    "allocated": resource_list(allocated),
-                    "allocatedNonPreemptible": resource_list(allocated_np),
-                    "requested": resource_list(requested),
-                },
+                "resourcesStatus": totals.get(key, StatusTotals()).resources_status(),
             }
             what = f"PodGroup {key}"
             if self._differs(what, current, wanted):
@@ -178,23 +304,8 @@ def _scheduling_conditions(
     ]
 
 
-def _group_resources(after: Snapshot) -> dict[str, tuple[Resources, Resources, Resources]]:
-    nodes = {node.name: node for node in after.nodes}
-    preemptible = {group.key: group.preemptible for group in after.pod_groups}
-    default_memory = accounting_device_memory(after)
-    totals: dict[str, list[Resources]] = defaultdict(lambda: [Resources()] * 3)
-    for pod in after.pods:
-        if pod.group not in preemptible or pod.phase not in (PodPhase.BOUND, PodPhase.PENDING):
-            continue
-        node = nodes.get(pod.node or "")
-        amount = pod_resources(pod, node.gpu_memory_mib if node else default_memory)
-        entry = totals[pod.group]
-        if pod.phase is PodPhase.BOUND:
-            entry[0] = entry[0] + amount
-            if not preemptible[pod.group]:
-                entry[1] = entry[1] + amount
-        entry[2] = entry[2] + amount
-    return {key: (a, b, c) for key, (a, b, c) in totals.items()}
+def _empty(value: Any) -> bool:
+    return value is None or value in ([], {})
 
 
 def _pending_pods_by_group(after: Snapshot) -> dict[str, list[InvolvedObject]]:

@@ -17,21 +17,51 @@ from kai_operator_support import create_queue, delete_queue, get_queue, unique
 from kubernetes_asyncio import client
 
 from kai.engine.fairshare import QueueShare
-from kai.engine.model import Snapshot
+from kai.engine.model import GpuRequest, Placement, Pod, PodGroup, PodPhase, Snapshot
 from kai.engine.resources import Resources
 from kai.kube.client import Kube, connect
 from kai.operator.cache import ClusterView
 from kai.operator.events import EventRecorder
-from kai.operator.status import StatusWriter, queue_status
+from kai.operator.status import StatusWriter, group_totals, queue_statuses
 from kai.testing.controlplane import ClusterAccess
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
-EMPTY = Snapshot(nodes=(), pods=(), pod_groups=(), queues=(), now=NOW)
 
 
 def _share(gpus: int) -> QueueShare:
     amount = Resources(gpu=gpus)
     return QueueShare(amount, amount, amount, Resources(), amount, Resources(gpu=-1))
+
+
+def _running(queue: str, gpus: int) -> Snapshot:
+    """The queue's one PodGroup, with a bound pod of `gpus` GPUs when there are any."""
+    group = PodGroup("ns", "g", queue, 1, 50, True)
+    pod = Pod(
+        "ns",
+        "p",
+        "uid-p",
+        group.key,
+        None,
+        PodPhase.BOUND,
+        "n",
+        Resources.of(gpus),
+        GpuRequest(whole=gpus),
+        Placement(),
+    )
+    pods = (pod,) if gpus else ()
+    return Snapshot(nodes=(), pods=pods, pod_groups=(group,), queues=(), now=NOW)
+
+
+def _status(queue: dict[str, Any], gpus: int) -> dict[str, Any]:
+    """The status written for `queue` while `gpus` GPUs run in it, as the server keeps it."""
+    snapshot = _running(queue["metadata"]["name"], gpus)
+    status = queue_statuses(
+        [queue],
+        group_totals(snapshot),
+        {"ns/g": queue["metadata"]["name"]},
+        {queue["metadata"]["name"]: _share(gpus)},
+    )
+    return {k: v for k, v in status[queue["metadata"]["name"]].items() if v is not None}
 
 
 def _view(queue: dict[str, Any]) -> ClusterView:
@@ -49,12 +79,13 @@ async def test_a_change_back_to_what_a_stale_cache_shows_is_still_written(
         async with await connect(control_plane.kubeconfig) as connection:
             kube = Kube(connection)
             writer = StatusWriter(kube, EventRecorder(kube, "test"), concurrency=4)
-            stale = {**await get_queue(api, name), "status": queue_status(_share(8))}
-            await writer.publish(_view(stale), EMPTY, {name: _share(8)}, {}, NOW)
-            await writer.publish(_view(stale), EMPTY, {name: _share(0)}, {}, NOW)
+            queue = await get_queue(api, name)
+            stale = {**queue, "status": _status(queue, 8)}
+            await writer.publish(_view(stale), _running(name, 8), {name: _share(8)}, {}, NOW)
+            await writer.publish(_view(stale), _running(name, 0), {name: _share(0)}, {}, NOW)
             assert (await get_queue(api, name))["status"]["allocated"]["nvidia.com/gpu"] == "0"
             # The cache still shows 8 (it has not seen the write of 0): 8 must go out again.
-            await writer.publish(_view(stale), EMPTY, {name: _share(8)}, {}, NOW)
+            await writer.publish(_view(stale), _running(name, 8), {name: _share(8)}, {}, NOW)
             status = (await get_queue(api, name))["status"]
             assert status["allocated"]["nvidia.com/gpu"] == "8"
     finally:
