@@ -137,7 +137,9 @@ def _min_member(spec: crd.PodGroupSpec) -> int:
 
 def _gang_errors(ref: ObjectRef, spec: crd.PodGroupSpec) -> list[ManifestError]:
     roots = sum(1 for sub in spec.sub_groups if not sub.parent)
-    return _min_sub_group_errors(ref, "spec", spec.min_member, spec.min_sub_group, roots)
+    return _min_sub_group_errors(
+        ref, "spec", spec.min_member, spec.min_sub_group, roots, on_subgroup=False
+    )
 
 
 def _subgroup_errors(ref: ObjectRef, subgroups: list[crd.SubGroup]) -> list[ManifestError]:
@@ -153,7 +155,7 @@ def _subgroup_errors(ref: ObjectRef, subgroups: list[crd.SubGroup]) -> list[Mani
             errors.append(ref.error(f"{path}.parent", f"subgroup {sub.parent!r} does not exist"))
         if children[sub.name] == 0 and sub.min_member is None:
             errors.append(ref.error(f"{path}.minMember", "required on a subgroup with no children"))
-        if children[sub.name] > 0 and sub.min_member:
+        if children[sub.name] > 0 and sub.min_member is not None:
             errors.append(
                 ref.error(
                     f"{path}.minMember",
@@ -162,7 +164,7 @@ def _subgroup_errors(ref: ObjectRef, subgroups: list[crd.SubGroup]) -> list[Mani
                 )
             )
         errors += _min_sub_group_errors(
-            ref, path, sub.min_member, sub.min_sub_group, children[sub.name]
+            ref, path, sub.min_member, sub.min_sub_group, children[sub.name], on_subgroup=True
         )
     index_of = {sub.name: index for index, sub in reversed(list(enumerate(subgroups)))}
     for cycle in cycles({sub.name: sub.parent or None for sub in subgroups}):
@@ -177,18 +179,27 @@ def _subgroup_errors(ref: ObjectRef, subgroups: list[crd.SubGroup]) -> list[Mani
 
 
 def _min_sub_group_errors(
-    ref: ObjectRef, path: str, min_member: int | None, min_sub_group: int | None, children: int
+    ref: ObjectRef,
+    path: str,
+    min_member: int | None,
+    min_sub_group: int | None,
+    children: int,
+    *,
+    on_subgroup: bool,
 ) -> list[ManifestError]:
-    """minSubGroup counts direct child subgroups, so it needs them and excludes minMember."""
+    """minSubGroup counts direct child subgroups, so it needs them and excludes minMember.
+
+    As in KAI's webhook, minMember and minSubGroup exclude each other even when one is 0,
+    and 0 asks for no child at all (no gang requirement), which the PodGroup itself may
+    say without subgroups but a leaf subgroup may not (it counts pods: minMember).
+    """
     field = f"{path}.minSubGroup"
     if min_sub_group is None:
         return []
-    if min_member:
+    if min_member is not None:
         return [ref.error(field, "cannot be combined with minMember")]
-    if children == 0:
+    if children == 0 and (on_subgroup or min_sub_group > 0):
         return [ref.error(field, "needs child subgroups to count")]
-    if min_sub_group <= 0:
-        return [ref.error(field, "must be greater than 0")]
     if min_sub_group > children:
         return [
             ref.error(field, f"is {min_sub_group} but there are only {children} child subgroups")

@@ -24,9 +24,9 @@ from kai.api.constants import (
 )
 from kai.api.errors import ManifestError, ObjectRef, object_ref, raise_all, validated
 from kai.api.fields import integer_or_none
-from kai.api.gpu_sharing import gpu_request
+from kai.api.gpu_sharing import pod_gpu_request
 from kai.api.placement import pod_placement
-from kai.api.requests import asks_for_whole_gpus, container_errors, effective_requests
+from kai.api.requests import container_errors, effective_requests
 from kai.engine.model import Pod, PodPhase
 from kai.engine.resources import Resources
 
@@ -44,13 +44,7 @@ def parse_pod(manifest: Mapping[str, Any], pod_group_key: str) -> Pod:
     errors = container_errors(ref, spec)
     requests = effective_requests(spec)
     whole_gpus = requests.get(NVIDIA_GPU_RESOURCE, Fraction(0))
-    gpu = gpu_request(
-        ref,
-        metadata.annotations,
-        whole_devices=math.floor(whole_gpus),
-        names_whole_gpus=asks_for_whole_gpus(spec),
-        errors=errors,
-    )
+    gpu = pod_gpu_request(ref, metadata.annotations, spec, math.floor(whole_gpus), errors)
     placement = pod_placement(ref, spec, errors)
     phase = _phase(ref, wire, errors)
     task_priority = _task_priority(ref, metadata.labels, errors)

@@ -85,20 +85,36 @@ def validate_queue_tree(
     `also_defined` names queues that exist but could not be parsed (their own errors are
     reported already), so that their children are not said to have no parent.
     """
-    by_name = {queue.name: queue for queue in queues}
+    return queue_tree_errors(
+        {queue.name: queue.parent for queue in queues}, also_defined=also_defined
+    )
+
+
+def queue_tree_errors(
+    parents: Mapping[str, str | None], *, also_defined: Collection[str] = ()
+) -> list[ManifestError]:
+    """`validate_queue_tree` on the tree given as queue name -> parent queue name (or None)."""
     errors: list[ManifestError] = []
-    for name in sorted(by_name):
-        parent = by_name[name].parent
-        if parent is not None and parent not in by_name and parent not in also_defined:
+    for name in sorted(parents):
+        parent = parents[name]
+        if parent is not None and parent not in parents and parent not in also_defined:
             errors.append(
                 _ref(name).error("spec.parentQueue", f"parent queue {parent!r} does not exist")
             )
-    for cycle in cycles({name: queue.parent for name, queue in by_name.items()}):
+    for cycle in cycles(parents):
         errors.extend(
             _ref(name).error("spec.parentQueue", f"queues form a cycle: {describe(cycle)}")
             for name in cycle
         )
     return sorted(errors, key=lambda error: error.name)
+
+
+def declared_parent(manifest: Mapping[str, Any]) -> str | None:
+    """The `spec.parentQueue` a Queue manifest names, read leniently so that even a queue
+    `parse_queue` refuses keeps its place in the tree; None for a top-level queue."""
+    spec = manifest.get("spec")
+    parent = spec.get("parentQueue") if isinstance(spec, Mapping) else None
+    return parent if isinstance(parent, str) and parent else None
 
 
 def _resource(wire: crd.QueueResource, name: ResourceName) -> QueueResource:

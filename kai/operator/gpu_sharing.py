@@ -4,11 +4,13 @@ Each shared physical device is held by one reservation pod in the namespace
 `kai-resource-reservation`, pinned to the node and requesting `nvidia.com/gpu: 1`,
 so the device plugin accounts the card once; the pods sharing it carry the
 `runai-gpu-group` label naming the device's group. A sharing pod learns its device
-through two ConfigMaps: `<prefix>-<n>` with `NVIDIA_VISIBLE_DEVICES` and
-`<prefix>-<n>-evar` with `GPU_PORTION` (and the legacy `RUNAI_NUM_OF_GPUS`),
-where the prefix is the pod's `runai/shared-gpu-configmap` annotation (set by an
-admission webhook that wires them into the container) or, without one,
-`<pod>-shared-gpu`, recorded in that annotation.
+through two ConfigMaps (names and container choice from `kai.api.gpu_sharing`):
+`<prefix>-<n>` with `NVIDIA_VISIBLE_DEVICES`, `GPU_PORTION` and the legacy
+`RUNAI_NUM_OF_GPUS`, the keys KAI's admission webhook wires into the container one by
+one, and `<prefix>-<n>-evar` (its `envFrom`) with the portion keys again, for pods
+that reference only it. The prefix is the pod's `runai/shared-gpu-configmap`
+annotation (set by the webhook) or, without one, `<pod>-shared-gpu`, recorded in
+that annotation.
 
 The device's UUID is known only once the reservation pod runs and publishes it in
 its `run.ai/reserve_for_gpu_index` annotation (through NVML, on a real node).
@@ -29,21 +31,33 @@ from typing import Any
 
 import structlog
 
-from kai.api.constants import GPU_GROUP_LABEL, MULTI_GPU_GROUP_LABEL_PREFIX, NVIDIA_GPU_RESOURCE
+from kai.api.constants import (
+    GPU_GROUP_LABEL,
+    MULTI_GPU_GROUP_LABEL_PREFIX,
+    NVIDIA_GPU_RESOURCE,
+    SHARED_GPU_CONFIGMAP_ANNOTATION,
+)
+from kai.api.gpu_sharing import (
+    GPU_PORTION_KEY,
+    NUM_OF_GPUS_KEY,
+    VISIBLE_DEVICES_KEY,
+    FractionContainer,
+    device_config_maps,
+    fraction_container,
+)
 from kai.engine.model import Pod
 from kai.kube.client import ApiError, Kube
 from kai.kube.writes import run_bounded
 
 log = structlog.get_logger(__name__)
 
-CONFIGMAP_ANNOTATION = "runai/shared-gpu-configmap"
+CONFIGMAP_ANNOTATION = SHARED_GPU_CONFIGMAP_ANNOTATION
 GPU_UUID_ANNOTATION = "run.ai/reserve_for_gpu_index"
 RECEIVED_TYPE_ANNOTATION = "received-resource-type"
 PUBLISHED_ANNOTATION = "kai.scheduler/gpu-devices-published"
-TARGET_CONTAINER_ANNOTATION = "gpu-fraction-container-name"
 RESERVATION_APP_LABEL = "app"
 RESERVATION_APP = "kai-resource-reservation"
-VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+VISIBLE_DEVICES = VISIBLE_DEVICES_KEY
 _CONFLICT = 409
 _NOT_FOUND = 404
 
@@ -86,7 +100,7 @@ class GpuSharing:
         metadata = manifest.get("metadata") or {}
         annotations = metadata.get("annotations") or {}
         prefix = annotations.get(CONFIGMAP_ANNOTATION) or f"{pod.name}-shared-gpu"
-        index = _container_index(manifest)
+        capabilities, direct_env = device_config_maps(prefix, _container(manifest))
         owner = {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -97,16 +111,12 @@ class GpuSharing:
         devices: dict[str, str] = {}
         if all(uuids):
             devices[VISIBLE_DEVICES] = ",".join(str(u) for u in uuids)
-        await self._apply_configmap(pod.namespace, f"{prefix}-{index}", devices, owner)
-        await self._apply_configmap(
-            pod.namespace,
-            f"{prefix}-{index}-evar",
-            {
-                "GPU_PORTION": _decimal(portion),
-                "RUNAI_NUM_OF_GPUS": _decimal(portion * len(groups)),
-            },
-            owner,
-        )
+        shares = {
+            GPU_PORTION_KEY: _decimal(portion),
+            NUM_OF_GPUS_KEY: _decimal(portion * len(groups)),
+        }
+        await self._apply_configmap(pod.namespace, capabilities, {**devices, **shares}, owner)
+        await self._apply_configmap(pod.namespace, direct_env, shares, owner)
         labels = {GPU_GROUP_LABEL: groups[0]}
         if len(groups) > 1:
             labels.update({f"{MULTI_GPU_GROUP_LABEL_PREFIX}{group}": group for group in groups})
@@ -217,9 +227,8 @@ class GpuSharing:
         metadata = manifest.get("metadata") or {}
         namespace, name = str(metadata["namespace"]), str(metadata["name"])
         prefix = metadata["annotations"][CONFIGMAP_ANNOTATION]
-        configmap = (
-            f"/api/v1/namespaces/{namespace}/configmaps/{prefix}-{_container_index(manifest)}"
-        )
+        capabilities, _ = device_config_maps(prefix, _container(manifest))
+        configmap = f"/api/v1/namespaces/{namespace}/configmaps/{capabilities}"
 
         async def publish() -> None:
             await self._kube.merge_patch(configmap, {"data": {VISIBLE_DEVICES: devices}})
@@ -324,19 +333,17 @@ def _groups_of(labels: Mapping[str, str]) -> list[str]:
     return groups
 
 
-def _container_index(manifest: Mapping[str, Any]) -> str:
-    """`<n>` for the target container, `i<n>` for an init container (default: container 0)."""
+def _container(manifest: Mapping[str, Any]) -> FractionContainer:
+    """The container the share goes to (KAI's choice); container 0 if the annotation names none."""
     metadata = manifest.get("metadata") or {}
-    target = (metadata.get("annotations") or {}).get(TARGET_CONTAINER_ANNOTATION)
     spec = manifest.get("spec") or {}
-    if target:
-        for index, container in enumerate(spec.get("containers") or []):
-            if container.get("name") == target:
-                return str(index)
-        for index, container in enumerate(spec.get("initContainers") or []):
-            if container.get("name") == target:
-                return f"i{index}"
-    return "0"
+
+    def names(key: str) -> list[str]:
+        return [str(container.get("name") or "") for container in spec.get(key) or []]
+
+    annotations = metadata.get("annotations") or {}
+    found = fraction_container(annotations, names("containers"), names("initContainers"))
+    return found or FractionContainer(0)
 
 
 def _decimal(value: Fraction) -> str:
