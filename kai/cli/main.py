@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from kai import __version__
-from kai.cli import run, simulate, workload
+from kai.cli import run, simulate, webhook, workload
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_parser(commands)
     workload.add_parser(commands)
     run.add_parser(commands)
+    webhook.add_parsers(commands)
     return parser
 
 

@@ -25,6 +25,7 @@ ALLOWED = {
     "kube": set(),
     "simulate": {"api", "engine", "grouping", "workloads"},
     "operator": {"api", "engine", "grouping", "workloads", "kube"},
+    "admission": {"api", "engine", "kube"},
     "testing": {"kube"},
 }
 
