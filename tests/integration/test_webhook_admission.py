@@ -1,0 +1,237 @@
+"""kube-apiserver calls `kai webhook` over TLS: bad objects are refused naming the field, fractional
+pods are wired to their devices, and a webhook that is down blocks only what it must.
+
+The webhook is its own process with a certificate made by `kai webhook-certs`' code; the
+configurations are the shipped ones, scoped to the test's namespace (kai_webhook_support).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from kai_operator_support import (
+    POD_GROUPS,
+    QUEUES,
+    bound_pods,
+    create_queue,
+    delete_queue,
+    ensure_namespace,
+    gpu_pod,
+    operator_config,
+    running_operator,
+    unique,
+    wait_for,
+)
+from kai_webhook_support import (
+    KINDS,
+    configurations_for,
+    installed,
+    refusal,
+    running_webhook,
+)
+from kubernetes_asyncio import client
+
+from kai.testing.controlplane import ClusterAccess
+from kai.testing.fakes import GpuNode, NodeFactory
+
+CONFIGMAP_ANNOTATION = "runai/shared-gpu-configmap"
+
+
+def _queue(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.run.ai/v2",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def _resources() -> dict[str, Any]:
+    unlimited = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+    return {"gpu": unlimited, "cpu": unlimited, "memory": unlimited}
+
+
+async def _create_queue(api: client.ApiClient, body: dict[str, Any], dry_run: bool = False) -> None:
+    await client.CustomObjectsApi(api).create_cluster_custom_object(
+        *QUEUES, body, dry_run="All" if dry_run else None
+    )
+
+
+@contextlib.asynccontextmanager
+async def admitting(
+    api: client.ApiClient, control_plane: ClusterAccess, directory: Path, namespace: str
+) -> AsyncIterator[None]:
+    """`kai webhook` running and its configurations in effect for `namespace`."""
+    async with (
+        running_webhook(control_plane, directory) as webhook,
+        installed(api, configurations_for(webhook, namespace)),
+    ):
+        await _wait_active(api)
+        yield
+
+
+async def _wait_active(api: client.ApiClient) -> None:
+    """The API server picks new webhook configurations up within a moment: wait until a dry
+    run of a bad Queue is refused (a dry run leaves nothing behind when it is not)."""
+    bad = _queue(unique("probe"), resources=_resources(), parentQueue=unique("missing"))
+
+    async def refused() -> bool:
+        return await refusal(lambda: _create_queue(api, bad, dry_run=True)) is not None
+
+    await wait_for("the webhook configurations to take effect", refused, timeout=60)
+
+
+async def test_bad_queues_and_pod_groups_are_refused_naming_the_field(
+    api: client.ApiClient, namespace: str, control_plane: ClusterAccess, tmp_path: Path
+) -> None:
+    parent, child = unique("parent"), unique("child")
+    async with admitting(api, control_plane, tmp_path, namespace):
+        try:
+            missing = await refusal(
+                lambda: _create_queue(
+                    api, _queue(unique("orphan"), resources=_resources(), parentQueue="nope")
+                )
+            )
+            assert missing is not None and "spec.parentQueue" in missing and "nope" in missing
+            no_resources = await refusal(lambda: _create_queue(api, _queue(unique("bare"))))
+            assert no_resources is not None and "spec.resources" in no_resources
+
+            await create_queue(api, parent)  # a good queue is admitted
+            await create_queue(api, child, parent=parent)
+            cycle = await refusal(
+                lambda: client.CustomObjectsApi(api).patch_cluster_custom_object(
+                    *QUEUES,
+                    parent,
+                    {"spec": {"parentQueue": child}},
+                    _content_type="application/merge-patch+json",
+                )
+            )
+            assert cycle is not None and "cycle" in cycle and "spec.parentQueue" in cycle
+
+            both = {
+                "apiVersion": "scheduling.run.ai/v2alpha2",
+                "kind": "PodGroup",
+                "metadata": {"name": "both"},
+                "spec": {
+                    "queue": parent,
+                    "minMember": 2,
+                    "minSubGroup": 1,
+                    "subGroups": [{"name": "a", "minMember": 1}],
+                },
+            }
+            refused = await refusal(
+                lambda: client.CustomObjectsApi(api).create_namespaced_custom_object(
+                    POD_GROUPS[0], POD_GROUPS[1], namespace, POD_GROUPS[2], both
+                )
+            )
+            assert refused is not None and "spec.minSubGroup" in refused
+        finally:
+            await delete_queue(api, child)
+            await delete_queue(api, parent)
+
+
+async def test_a_fraction_pod_gets_its_device_wiring_and_runs_through_gpu_sharing(
+    api: client.ApiClient,
+    namespace: str,
+    gpu_nodes: NodeFactory,
+    control_plane: ClusterAccess,
+    tmp_path: Path,
+) -> None:
+    core = client.CoreV1Api(api)
+    await ensure_namespace(api)
+    queue = unique("frac")
+    await create_queue(api, queue)
+    await gpu_nodes(GpuNode(name=unique("gpu"), gpus=1, gpu_memory_mib=40960))
+    try:
+        async with admitting(api, control_plane, tmp_path, namespace):
+            pod = gpu_pod("half", queue, annotations={"gpu-fraction": "0.5"})
+            created = await core.create_namespaced_pod(namespace, pod)
+            prefix = created.metadata.annotations[CONFIGMAP_ANNOTATION]
+            container = created.spec.containers[0]
+            env = {item.name: item for item in container.env or []}
+            assert env["NVIDIA_VISIBLE_DEVICES"].value_from.config_map_key_ref.name == (
+                f"{prefix}-0"
+            )
+            env_from = [source.config_map_ref.name for source in container.env_from or []]
+            assert f"{prefix}-0-evar" in env_from
+            volumes = {
+                volume.config_map.name
+                for volume in created.spec.volumes or []
+                if volume.config_map is not None
+            }
+            assert f"{prefix}-0" in volumes
+
+            config = operator_config(control_plane.kubeconfig, namespace)
+            async with running_operator(config):
+
+                async def bound() -> bool:
+                    return "half" in await bound_pods(api, namespace)
+
+                await wait_for("the fraction pod to be bound", bound)
+
+                async def wired() -> bool:
+                    names = {
+                        item.metadata.name
+                        for item in (await core.list_namespaced_config_map(namespace)).items
+                    }
+                    return {f"{prefix}-0", f"{prefix}-0-evar"} <= names
+
+                # The ConfigMaps the injected env and volume name are the ones the binder makes.
+                await wait_for("the device ConfigMaps the pod references", wired)
+                evar = await core.read_namespaced_config_map(f"{prefix}-0-evar", namespace)
+                assert evar.data["GPU_PORTION"] == "0.5"
+    finally:
+        await delete_queue(api, queue)
+
+
+async def test_a_stopped_webhook_blocks_only_kai_scheduler_pods_and_only_when_told_to(
+    api: client.ApiClient, namespace: str, control_plane: ClusterAccess, tmp_path: Path
+) -> None:
+    core = client.CoreV1Api(api)
+    admission = client.AdmissionregistrationV1Api(api)
+    queue = unique("down")
+
+    async def kai_pod_refused() -> bool:
+        pod = gpu_pod(unique("kai"), queue)
+        return (
+            await refusal(lambda: core.create_namespaced_pod(namespace, pod, dry_run="All"))
+            is not None
+        )
+
+    async with running_webhook(control_plane, tmp_path) as webhook:
+        configurations = configurations_for(webhook, namespace, failure_policy="Fail")
+        webhook.stop()
+        assert webhook.child.exit_code() is not None
+        async with installed(api, configurations):
+            # Fail: a kai-scheduler pod is refused while the webhook is down...
+            await wait_for("a kai-scheduler pod refused by the stopped webhook", kai_pod_refused)
+            # ... and a pod of another scheduler never reaches it, or it would be refused too.
+            other = gpu_pod("other", queue, annotations={"gpu-fraction": "0.5"})
+            other.spec.scheduler_name = "default-scheduler"
+            assert await refusal(lambda: core.create_namespaced_pod(namespace, other)) is None
+            stored = await core.read_namespaced_pod("other", namespace)
+            assert CONFIGMAP_ANNOTATION not in (stored.metadata.annotations or {})
+
+            # Ignore, the only change to the same configurations: nothing is blocked.
+            for configuration in configurations:
+                name = configuration["metadata"]["name"]
+                hooks = [
+                    {"name": hook["name"], "failurePolicy": "Ignore"}
+                    for hook in configuration["webhooks"]
+                ]
+                kind = KINDS[configuration["kind"]]
+                await getattr(admission, f"patch_{kind}")(name, {"webhooks": hooks})
+
+            async def kai_pod_admitted() -> bool:
+                return not await kai_pod_refused()
+
+            await wait_for("kai-scheduler pods admitted under Ignore", kai_pod_admitted)
+            assert (
+                await refusal(
+                    lambda: core.create_namespaced_pod(namespace, gpu_pod("kai-admitted", queue))
+                )
+                is None
+            )
