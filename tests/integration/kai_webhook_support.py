@@ -49,8 +49,11 @@ class Webhook:
 
 
 @contextlib.asynccontextmanager
-async def running_webhook(control_plane: ClusterAccess, directory: Path) -> AsyncIterator[Webhook]:
-    """`kai webhook` on the loopback address with a fresh certificate; stopped on exit."""
+async def running_webhook(
+    control_plane: ClusterAccess, directory: Path, kubeconfig: Path | None = None
+) -> AsyncIterator[Webhook]:
+    """`kai webhook` on the loopback address with a fresh certificate, logged in with
+    `kubeconfig` (default: admin); stopped on exit."""
     certificate = webhook_certificate(["127.0.0.1", "localhost"], datetime.timedelta(days=1))
     pair = certificate.serving.write(directory / "webhook")
     port, liveness_port = free_loopback_port(), free_loopback_port()
@@ -59,7 +62,7 @@ async def running_webhook(control_plane: ClusterAccess, directory: Path) -> Asyn
         "-m",
         "kai.cli.main",
         "webhook",
-        f"--kubeconfig={control_plane.kubeconfig}",
+        f"--kubeconfig={kubeconfig or control_plane.kubeconfig}",
         "--host=127.0.0.1",
         f"--port={port}",
         f"--cert-file={pair.cert}",

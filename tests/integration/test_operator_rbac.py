@@ -1,10 +1,12 @@
-"""The scheduler works with exactly the permissions manifests/ grants, and no more.
+"""The scheduler and the webhook work with exactly the permissions manifests/ grants, and no more.
 
-The manifests are applied to the control plane (all but the Deployment, which
-needs a container runtime), a token is issued for their ServiceAccount, and the
-operator runs with it: it groups, binds whole and fractional pods (reservation
-pod, ConfigMaps), writes status and events and holds its Lease. The same identity
-is then refused what the role does not grant.
+The manifests are applied to the control plane (all but the Deployments, which
+need a container runtime, and the webhook's Service, budget and configurations,
+which would send every test's objects to a webhook that is not there), a token is
+issued for each ServiceAccount, and each program runs with it: the scheduler
+groups, binds whole and fractional pods (reservation pod, ConfigMaps), writes
+status and events and holds its Lease; the webhook reads the queues it checks a
+new Queue against. The same identities are then refused what the roles do not grant.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from kai_operator_support import (
     unique,
     wait_for,
 )
+from kai_webhook_support import configurations_for, refusal, running_webhook
+from kai_webhook_support import installed as installed_configurations
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -49,16 +53,23 @@ _COLLECTIONS = {
     "Queue": "/apis/scheduling.run.ai/v2/queues",
 }
 _LEFT_IN_PLACE = {"Namespace", "ServiceAccount", "Role", "RoleBinding"}
+_NOT_APPLIED = {
+    "Deployment",
+    "Service",
+    "PodDisruptionBudget",
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+}
 
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def installed(api: client.ApiClient) -> AsyncIterator[list[str]]:
-    """manifests/ applied (but the Deployment); cluster-wide objects removed afterwards."""
+    """manifests/ applied (but `_NOT_APPLIED`); cluster-wide objects removed afterwards."""
     kube = Kube(api)
     created: list[str] = []
     for path in sorted(MANIFESTS.glob("*.yaml")):
         for manifest in yaml.safe_load_all(path.read_text()):
-            if not manifest or manifest["kind"] == "Deployment":
+            if not manifest or manifest["kind"] in _NOT_APPLIED:
                 continue
             collection = _COLLECTIONS[manifest["kind"]].format(
                 namespace=manifest["metadata"].get("namespace", "")
@@ -149,3 +160,73 @@ def _leading(operator: Any) -> Any:
         return bool(operator.is_leader())
 
     return check
+
+
+async def test_webhook_runs_with_its_own_role(
+    api: client.ApiClient,
+    namespace: str,
+    control_plane: ClusterAccess,
+    installed: list[str],
+    tmp_path: Path,
+) -> None:
+    assert any("clusterroles/kai-webhook" in path for path in installed)
+    kubeconfig = await service_account_kubeconfig(
+        api,
+        namespace=SCHEDULER_NAMESPACE,
+        service_account="kai-webhook",
+        server=control_plane.server,
+        ca_cert=control_plane.ca_cert,
+        path=tmp_path / "kai-webhook.kubeconfig",
+    )
+    parent = unique("rbac-parent")
+    await create_queue(api, parent)
+    try:
+        async with (
+            running_webhook(control_plane, tmp_path, kubeconfig) as webhook,
+            installed_configurations(api, configurations_for(webhook, namespace)),
+        ):
+            orphan = {
+                "apiVersion": "scheduling.run.ai/v2",
+                "kind": "Queue",
+                "metadata": {"name": unique("rbac-orphan")},
+                "spec": {"resources": {}, "parentQueue": unique("missing")},
+            }
+            child = {**orphan, "metadata": {"name": unique("rbac-child")}}
+            child["spec"] = {"resources": {}, "parentQueue": parent}
+            queues = client.CustomObjectsApi(api)
+
+            async def orphan_refused() -> bool:
+                message = await refusal(
+                    lambda: queues.create_cluster_custom_object(
+                        "scheduling.run.ai", "v2", "queues", orphan, dry_run="All"
+                    )
+                )
+                return message is not None and "does not exist" in message
+
+            # Both answers need the queues listed with the webhook's own token: a listing
+            # that fails refuses every Queue, the child's too.
+            await wait_for("an orphan Queue refused by the webhook", orphan_refused)
+            assert (
+                await refusal(
+                    lambda: queues.create_cluster_custom_object(
+                        "scheduling.run.ai", "v2", "queues", child, dry_run="All"
+                    )
+                )
+                is None
+            )
+        async with await config.new_client_from_config(config_file=str(kubeconfig)) as hook:
+            with pytest.raises(ApiException) as secrets:
+                await client.CoreV1Api(hook).list_namespaced_secret(namespace)
+            assert secrets.value.status == 403
+            with pytest.raises(ApiException) as writes:
+                await client.CustomObjectsApi(hook).patch_cluster_custom_object(
+                    "scheduling.run.ai",
+                    "v2",
+                    "queues",
+                    parent,
+                    {"metadata": {"labels": {"x": "y"}}},
+                    _content_type="application/merge-patch+json",
+                )
+            assert writes.value.status == 403
+    finally:
+        await delete_queue(api, parent)
