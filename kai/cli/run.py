@@ -29,6 +29,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--time-limit", type=float, default=1.0, help="solver seconds per cycle (0: greedy only)"
     )
     parser.add_argument(
+        "--placement",
+        choices=("binpack", "spread"),
+        default="binpack",
+        help="KAI's placement strategy: fullest nodes first, or emptiest (default binpack)",
+    )
+    parser.add_argument(
         "--metrics-port",
         type=int,
         default=8080,
@@ -86,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
         kubeconfig=args.kubeconfig,
         period_seconds=args.period,
         time_limit_seconds=args.time_limit,
+        placement=args.placement,
         metrics_port=args.metrics_port,
         serve_healthz=False,  # kopf serves liveness at --liveness-endpoint
         bind_concurrency=args.bind_concurrency,

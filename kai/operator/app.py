@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import structlog
 
 from kai.engine.cycle import run_cycle
-from kai.engine.model import EngineConfig
+from kai.engine.model import EngineConfig, PlacementStrategy
 from kai.kube.client import Kube, connect
 from kai.kube.lease import LeaderElector
 from kai.kube.owners import OwnerReader
@@ -135,7 +135,9 @@ async def run_operator(
             backoff=backoff,
             metrics=metrics,
             engine=EngineConfig(
-                time_limit_seconds=config.time_limit_seconds, solver_workers=config.solver_workers
+                time_limit_seconds=config.time_limit_seconds,
+                solver_workers=config.solver_workers,
+                placement_strategy=PlacementStrategy(config.placement),
             ),
             executor=executor,
             period_seconds=config.period_seconds,

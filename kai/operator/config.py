@@ -31,6 +31,8 @@ class OperatorConfig:
     """After a relevant change, wait this long for more before running a cycle early."""
     time_limit_seconds: float = 1.0
     """The engine's solver budget per cycle (0: greedy only)."""
+    placement: str = "binpack"
+    """KAI's placement strategy: `binpack` (fullest nodes and devices first) or `spread`."""
     solver_workers: int = 2
     metrics_port: int = 8080
     """/metrics, /healthz and /readyz; 0 picks a free port, -1 serves nothing."""

@@ -1,0 +1,58 @@
+"""`kai run --placement` reaches the engine: binpack fills a node, spread uses the emptiest.
+
+Two 1-GPU pods arrive one after the other on two empty 4-GPU nodes. Under binpack
+the second joins the first (the fuller node); under spread it goes to the other one.
+"""
+
+from __future__ import annotations
+
+import pytest
+from kai_operator_support import (
+    bound_pods,
+    create_queue,
+    delete_queue,
+    gpu_pod,
+    operator_config,
+    running_operator,
+    unique,
+    wait_for,
+)
+from kubernetes_asyncio import client
+
+from kai.testing.controlplane import ClusterAccess
+from kai.testing.fakes import GpuNode, NodeFactory
+
+
+@pytest.mark.parametrize(("placement", "nodes_used"), [("binpack", 1), ("spread", 2)])
+async def test_the_placement_strategy_decides_where_the_second_pod_goes(
+    api: client.ApiClient,
+    namespace: str,
+    gpu_nodes: NodeFactory,
+    control_plane: ClusterAccess,
+    placement: str,
+    nodes_used: int,
+) -> None:
+    core = client.CoreV1Api(api)
+    queue = unique("place")
+    await create_queue(api, queue)
+    label = {"kai-test/placement": unique("pool")}
+    names = [unique("gpu") for _ in range(2)]
+    for name in names:
+        await gpu_nodes(GpuNode(name=name, gpus=4, gpu_memory_mib=40960, topology=label))
+    try:
+        config = operator_config(control_plane.kubeconfig, namespace, placement=placement)
+        async with running_operator(config):
+            for index in range(2):
+                pod = gpu_pod(f"p{index}", queue, gpus=1)
+                pod.spec.node_selector = label  # only this test's nodes
+                await core.create_namespaced_pod(namespace, pod)
+
+                async def bound(count: int = index + 1) -> bool:
+                    return len(await bound_pods(api, namespace)) == count
+
+                await wait_for(f"pod {index} to be bound", bound)
+            placed = await bound_pods(api, namespace)
+            assert set(placed.values()) <= set(names)
+            assert len(set(placed.values())) == nodes_used
+    finally:
+        await delete_queue(api, queue)
