@@ -95,11 +95,13 @@ async def run_operator(
                 config.lease_seconds,
                 config.renew_deadline_seconds,
                 config.retry_seconds,
-                on_change=lambda leading: metrics.is_leader.set(1 if leading else 0),
+                on_change=metrics.leading,
             )
             if config.leader_election
             else None
         )
+        if elector is None:  # the only replica: it leads, and kai_leader says so
+            metrics.leading(True)
         is_leader = elector.is_leader if elector is not None else (lambda: True)
         kube = LeaderOnlyKube(client, is_leader)
         events = EventRecorder(

@@ -271,7 +271,7 @@ class SchedulingLoop:
                     await self._trailing
             self._trailing = asyncio.ensure_future(self._publish(after, shares, decisions, now))
         elapsed = time.monotonic() - began
-        self._record(timings, elapsed, shares)
+        self._record(timings, elapsed, shares, result.groups)
         log.info(
             "cycle",
             cycle=cycle_id,
@@ -326,9 +326,7 @@ class SchedulingLoop:
         for uid in resends:  # settled, or held again in the report
             del self._assumed[uid]
         self._assumed.update(report.held)
-        self._metrics.binds.labels("bound").inc(len(report.bound))
-        self._metrics.binds.labels("failed").inc(len(report.failed))
-        self._metrics.binds.labels("unknown").inc(len(report.unknown))
+        self._metrics.record_binds(len(report.bound), len(report.failed), len(report.unknown))
         return report.bound
 
     async def _evict(self, result: CycleResult, snapshot: Snapshot) -> None:
@@ -363,14 +361,14 @@ class SchedulingLoop:
         timings: Mapping[str, float],
         elapsed: float,
         shares: Mapping[str, QueueShare],
+        decisions: Mapping[str, GroupDecision],
     ) -> None:
-        self._metrics.cycles.inc()
-        self._metrics.e2e_latency.observe(elapsed * 1000)
-        for step, seconds in timings.items():
-            self._metrics.action_latency.labels(step).observe(seconds * 1000)
-        self._metrics.record_queues(shares)
-        self._metrics.relists.set(self._cache.relists)
-        self._metrics.events_dropped.set(self._events.dropped)
+        self._metrics.record_cycle(timings, elapsed, self._cache.relists, self._events.dropped)
+        # A cycle that finishes after the Lease was lost must not bring back the series
+        # `Metrics.leading` dropped: another replica now reports the queues.
+        if self._is_leader():
+            self._metrics.record_queues(shares)
+            self._metrics.record_pending(decisions)
 
 
 def _lease_lost(error: Exception) -> bool:

@@ -2,15 +2,23 @@
 
 A registry is made per operator (never the process-global default), so two
 operators in one test process keep separate numbers.
+
+The per-queue gauges and `kai_pending_pod_groups` describe the cluster as the
+last cycle saw it, and only the leader runs cycles: a replica that loses the
+Lease drops those series (`leading`), so after a failover the dashboards in
+charts/kai-scheduler/dashboards do not show the former leader's numbers frozen
+beside the new leader's.
 """
 
 from __future__ import annotations
 
+from collections import Counter as Tally
 from collections.abc import Collection, Mapping
 from fractions import Fraction
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from kai.engine.cycle import GroupDecision
 from kai.engine.fairshare import QueueShare
 from kai.engine.model import UNLIMITED
 
@@ -42,6 +50,12 @@ class Metrics:
         )
         self.queue_fair_share_gpu = Gauge(
             "queue_fair_share_gpu", "Fair share of GPUs of each queue.", ["queue_name"], registry=r
+        )
+        self.pending_pod_groups = Gauge(
+            "kai_pending_pod_groups",
+            "PodGroups the last cycle did not schedule, by queue and the reason in their status.",
+            ["queue_name", "reason"],
+            registry=r,
         )
         self.evicted_pods = Counter(
             "pod_group_evicted_pods_total",
@@ -76,6 +90,54 @@ class Metrics:
         self.events_dropped = Gauge(
             "kai_events_dropped", "Events not sent because a cycle hit the event limit.", registry=r
         )
+
+    def leading(self, leading: bool) -> None:
+        """Whether this replica holds the Lease; one that stops leading stops running cycles,
+        so the series of what the last cycle saw are dropped rather than left frozen."""
+        self.is_leader.set(1 if leading else 0)
+        if not leading:
+            for gauge in self._last_cycle_gauges:
+                gauge.clear()
+
+    @property
+    def _last_cycle_gauges(self) -> tuple[Gauge, ...]:
+        return (
+            self.queue_deserved_gpus,
+            self.queue_allocated_gpus,
+            self.queue_fair_share_gpu,
+            self.pending_pod_groups,
+        )
+
+    def record_cycle(
+        self, timings: Mapping[str, float], elapsed: float, relists: int, events_dropped: int
+    ) -> None:
+        """A cycle that finished: its latency in total and per step (seconds), and the
+        cache's and event recorder's running totals."""
+        self.cycles.inc()
+        self.e2e_latency.observe(elapsed * 1000)
+        for step, seconds in timings.items():
+            self.action_latency.labels(step).observe(seconds * 1000)
+        self.relists.set(relists)
+        self.events_dropped.set(events_dropped)
+
+    def record_binds(self, bound: int, failed: int, unknown: int) -> None:
+        """One cycle's bind attempts by outcome (`unknown`: the answer was lost)."""
+        self.binds.labels("bound").inc(bound)
+        self.binds.labels("failed").inc(failed)
+        self.binds.labels("unknown").inc(unknown)
+
+    def record_pending(self, decisions: Mapping[str, GroupDecision]) -> None:
+        """How many groups wait, per queue and reason, as the cycle decided (all of its
+        groups, also those whose status a burst defers). A reason that no group has any
+        more loses its series instead of staying at its last count."""
+        counts = Tally(
+            (decision.queue, decision.reason or "Unknown")
+            for decision in decisions.values()
+            if not decision.scheduled
+        )
+        self.pending_pod_groups.clear()
+        for (queue, reason), count in counts.items():
+            self.pending_pod_groups.labels(queue, reason).set(count)
 
     def evicted(self, pod_group: str, namespace: str) -> None:
         self.evicted_pods.labels(pod_group, namespace).inc()
