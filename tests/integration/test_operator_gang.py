@@ -45,7 +45,13 @@ async def test_job_gang_binds_together_once_it_fits(
                 if len(groups) != 1:
                     return False
                 conditions = (groups[0].get("status") or {}).get("schedulingConditions") or []
-                return bool(conditions)
+                # The Job controller creates its pods in batches: the group can be refused
+                # before the last pod exists, and that pod is annotated a cycle later.
+                pods = await pods_in(api, namespace)
+                annotated = [
+                    p for p in pods if (p.metadata.annotations or {}).get("pod-group-name")
+                ]
+                return bool(conditions) and len(annotated) == 4
 
             await wait_for("the gang to be found unschedulable", grouped_and_refused)
             pods = await pods_in(api, namespace)
