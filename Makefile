@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test lint controlplane bench clean
+.PHONY: setup demo test lint controlplane tools bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +22,12 @@ demo: $(STAMP)
 controlplane:
 	bash tests/controlplane/build.sh
 
+## Build the pinned helm and kubectl the tests drive (cached, outside the checkout).
+tools:
+	bash tests/tools/build.sh
+
 ## Set up and run the whole test suite, integration tests included, plus lint and type checks.
-test: $(STAMP) controlplane lint
+test: $(STAMP) controlplane tools lint
 	$(BIN)/pytest
 
 lint: $(STAMP)

@@ -1,6 +1,6 @@
-"""Where the control-plane programs built by tests/controlplane/build.sh live.
+"""Where the programs built by tests/controlplane/build.sh and tests/tools/build.sh live.
 
-The build script alone decides the cache folder (a hash of the pinned
+Each build script alone decides its cache folder (a hash of the pinned
 versions), so this module asks it rather than computing the name twice.
 """
 
@@ -66,3 +66,32 @@ def locate_binaries(repo_root: Path) -> Binaries:
             f"{missing[0].parent}); build them with: {BUILD_COMMAND}"
         )
     return binaries
+
+
+TOOLS_BUILD_COMMAND = "make tools  (or: bash tests/tools/build.sh)"
+TOOLS = ("helm", "kubectl")
+"""The client programs tests/tools/build.sh builds: helm, and kubectl at the control
+plane's release (a kubectl on PATH may be any version, and a fresh machine has none)."""
+
+
+def locate_tool(repo_root: Path, name: str) -> Path:
+    """The built `name` (helm or kubectl) for this checkout's pins, or BinariesMissingError."""
+    if name not in TOOLS:
+        raise ValueError(f"unknown tool {name!r}; tests/tools/build.sh builds {', '.join(TOOLS)}")
+    script = repo_root / "tests" / "tools" / "build.sh"
+    if not script.is_file():
+        raise BinariesMissingError(f"{script} not found: run from a kai checkout")
+    result = subprocess.run(
+        ["bash", str(script), "--print-dir", name], capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise BinariesMissingError(
+            f"{script} --print-dir {name} failed: {result.stderr.strip()}; "
+            f"build with {TOOLS_BUILD_COMMAND}"
+        )
+    program = Path(result.stdout.strip()) / name
+    if not program.is_file():
+        raise BinariesMissingError(
+            f"{name} not built ({program} missing); build it with: {TOOLS_BUILD_COMMAND}"
+        )
+    return program

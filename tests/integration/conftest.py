@@ -19,14 +19,14 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import pytest_asyncio
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from kai.testing.binaries import Binaries, BinariesMissingError, locate_binaries
+from kai.testing.binaries import Binaries, BinariesMissingError, locate_binaries, locate_tool
 from kai.testing.controlplane import ClusterAccess, ControlPlane
 from kai.testing.fakes import GpuNode, NodeFactory, create_gpu_node
 from kai.testing.faultproxy import FaultProxy
@@ -35,6 +35,7 @@ from kai.testing.invariants import InvariantWatcher
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 TEST_DEADLINE_SECONDS = 300.0
+_T = TypeVar("_T")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -66,14 +67,32 @@ def _with_deadline(test: Callable[..., Awaitable[None]]) -> Callable[..., Awaita
     return bounded
 
 
-def _binaries_or_skip() -> Binaries:
+def _or_skip(locate: Callable[[], _T]) -> _T:
+    """What `locate` finds; skipped when it is not built, failed in CI (which must run it)."""
     try:
-        return locate_binaries(REPO_ROOT)
+        return locate()
     except BinariesMissingError as err:
         message = str(err)
     if os.environ.get("CI") == "true":  # CI must run these tests, not skip them
         pytest.fail(message, pytrace=False)
     pytest.skip(message)
+
+
+def _binaries_or_skip() -> Binaries:
+    return _or_skip(lambda: locate_binaries(REPO_ROOT))
+
+
+@pytest.fixture(scope="session")
+def kubectl() -> Path:
+    """The kubectl tests/tools/build.sh built (the control plane's release); skipped if not
+    built (failed in CI)."""
+    return _or_skip(lambda: locate_tool(REPO_ROOT, "kubectl"))
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    """The helm tests/tools/build.sh built; skipped if not built (failed in CI)."""
+    return _or_skip(lambda: locate_tool(REPO_ROOT, "helm"))
 
 
 @pytest.fixture(scope="session")
