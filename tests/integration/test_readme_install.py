@@ -25,11 +25,8 @@ and last the namespaces, waited for until they are gone.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import itertools
 import json
-import os
 import re
 import shlex
 import sys
@@ -48,6 +45,7 @@ from kai_operator_support import (
     unique,
     wait_for,
 )
+from kai_readme_support import Shell, readme_block
 from kubernetes_asyncio import client
 
 from kai.api.constants import POD_GROUP_ANNOTATION
@@ -64,29 +62,12 @@ WEBHOOK_CONFIGURATIONS = (
     f"validatingwebhookconfiguration.admissionregistration.k8s.io/{WEBHOOK}",
     f"mutatingwebhookconfiguration.admissionregistration.k8s.io/{WEBHOOK}",
 )
-COMMAND_SECONDS = 120.0
 GPU = "nvidia.com/gpu"
 
 
 def install_lines(readme: str = "") -> list[str]:
     """The commands of the first code block under the README's install heading."""
-    text = readme or README.read_text()
-    assert SECTION in text, f"README.md has no {SECTION!r} section"
-    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
-    lines: list[str] = []
-    fenced = False
-    for line in section.splitlines():
-        if line.startswith("```"):
-            if fenced:
-                break
-            fenced = True
-        elif fenced or line.startswith("    "):
-            if line.strip():
-                lines.append(line.strip())
-        elif lines:
-            break
-    assert lines, f"no shell block under {SECTION!r}"
-    return lines
+    return readme_block(SECTION, readme)
 
 
 @dataclass(frozen=True)
@@ -144,49 +125,6 @@ def _objects(text: str) -> Iterator[Applied]:
         resource = kind.lower() + (f".{group}" if group else "")
         metadata = manifest["metadata"]
         yield Applied(f"{resource}/{metadata['name']}", metadata.get("namespace"), kind)
-
-
-class Shell:
-    """Runs commands as the README's reader would: bash in the checkout, the built kubectl
-    first on PATH, the virtualenv's `kai` next, KUBECONFIG set."""
-
-    def __init__(self, kubectl: Path, kubeconfig: Path) -> None:
-        self.env = dict(os.environ)
-        self.env["PATH"] = os.pathsep.join(
-            [str(kubectl.parent), str(Path(sys.executable).parent), self.env.get("PATH", "")]
-        )
-        self.env["KUBECONFIG"] = str(kubeconfig)
-        self.log: list[str] = []
-
-    async def run(self, command: str, check: bool = True) -> str:
-        """Its stdout; fails naming the command and its stderr when it fails (with `check`)."""
-        process = await asyncio.create_subprocess_exec(
-            "bash",
-            "-o",
-            "pipefail",
-            "-c",
-            command,
-            cwd=REPO_ROOT,
-            env=self.env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
-        try:
-            async with asyncio.timeout(COMMAND_SECONDS):
-                out, err = await process.communicate()
-        finally:
-            if process.returncode is None:  # timed out or cancelled: stop the whole pipeline
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, 9)
-                await process.wait()
-        self.log.append(f"$ {command}\n{out.decode()}{err.decode()}")
-        if check and process.returncode != 0:
-            raise AssertionError(f"`{command}` exited {process.returncode}: {err.decode().strip()}")
-        return out.decode()
-
-    async def kubectl(self, *args: str, check: bool = True) -> str:
-        return await self.run(shlex.join(["kubectl", *args]), check=check)
 
 
 async def inventory(shell: Shell, step: Step) -> list[Applied]:
@@ -291,7 +229,7 @@ async def test_readme_install_runs_and_kubectl_shows_what_a_person_needs(
     control_plane: ClusterAccess,
     kubectl: Path,
 ) -> None:
-    shell = Shell(kubectl, control_plane.kubeconfig)
+    shell = Shell([kubectl], control_plane.kubeconfig)
     assert (await shell.run("command -v kubectl")).strip() == str(kubectl)
     assert (await shell.run("command -v kai")).strip() == str(Path(sys.executable).parent / "kai")
     versions = json.loads(await shell.kubectl("version", "-o", "json"))
