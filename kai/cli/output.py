@@ -13,14 +13,12 @@ from typing import Any, TextIO
 import yaml
 
 
-def table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
+def table(rows: Sequence[Sequence[str]], out: TextIO, indent: str = "") -> None:
     """Rows as columns two spaces apart, the first row being the header."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
-        out.write(
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-            + "\n"
-        )
+        cells = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        out.write(indent + cells.rstrip() + "\n")
 
 
 def emit(document: Any, output: str, out: TextIO) -> None:
