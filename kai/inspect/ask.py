@@ -80,6 +80,6 @@ async def ask_why(
         group,
         pods,
         [event for found in events for event in found],
-        queue,
+        {queue_name: queue} if queue is not None else {},
     )
     return dataclasses.replace(answer, pod=f"{namespace}/{target.name}") if pod else answer

@@ -212,13 +212,13 @@ def explain_group(
     group: Mapping[str, Any] | None,
     pods: Sequence[Mapping[str, Any]],
     events: Sequence[Mapping[str, Any]] = (),
-    queue: Mapping[str, Any] | None = None,
+    queues: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> GroupAnswer:
     """Why the PodGroup `group_key` ("namespace/name") waits.
 
     `pods` may hold any pods (those of the group are picked out by namespace and
-    `pod-group-name`), `events` events about the group and its pods, `queue` the
-    group's Queue (None when it does not exist, or was not read: then no queue line).
+    `pod-group-name`), `events` events about the group and its pods, `queues` Queues
+    by name, among them the group's if it exists (None: not read, no queue line).
     """
     problems: list[str] = []
     namespace, _, name = group_key.partition("/")
@@ -246,9 +246,10 @@ def explain_group(
         message = f"nothing waits: {len(lines)} pod(s), none pending"
     queue_name = text(group, "spec", "queue") or None
     amounts = None
+    queue = (queues or {}).get(queue_name or "")
     if queue is not None:
         amounts = queue_amounts(queue, problems)[1]
-    elif queue_name:
+    elif queues is not None:
         problems.append(f"PodGroup {group_key}: spec.queue: queue {queue_name!r} does not exist")
     return GroupAnswer(
         group_key,

@@ -45,7 +45,7 @@ def test_a_refused_gang_shows_reason_numbers_pods_queue_and_events() -> None:
         _event("gang", "PodGroup", "2026-01-01T00:00:01Z", "OverLimit: an older message"),
     ]
     group = pod_group("gang", "team-a", "OverLimit", OVER_LIMIT)
-    answer = explain_group("ml/gang", group, pods, events, _team_a())
+    answer = explain_group("ml/gang", group, pods, events, {"team-a": _team_a()})
     assert answer.header() == [
         "PodGroup:   ml/gang",
         "Queue:      team-a",
@@ -92,7 +92,7 @@ def test_a_missing_group_or_queue_and_a_malformed_pod_are_named() -> None:
     assert not missing.exists
     assert missing.message == "PodGroup ml/gone does not exist (yet): its pods wait for it"
     answer = explain_group(
-        "ml/g", pod_group("g", "team-z"), [pod("bad", "g", cpu="lots", annotations={})]
+        "ml/g", pod_group("g", "team-z"), [pod("bad", "g", cpu="lots")], queues={}
     )
     assert answer.pod_rows()[1] == ("bad", "Pending", "<none>", "-")
     assert [p.split(": ")[:2] for p in answer.problems] == [
@@ -139,3 +139,4 @@ def test_pending_groups_are_listed_with_their_reasons() -> None:
         ("ml", "b", "team-b", "1", "-", answers[1].message),
     ]
     assert answers[1].message.startswith("no verdict yet")
+    assert [answer.problems for answer in answers] == [[], []]  # queues were not read
