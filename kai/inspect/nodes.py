@@ -25,8 +25,6 @@ from kai.engine.model import Node, Pod
 from kai.inspect import units
 from kai.inspect.lenient import parsed, read_pod
 
-MIB = 2**20
-
 
 @dataclass(frozen=True)
 class Fractional:
