@@ -29,6 +29,8 @@ GPU_FRACTION_CONTAINER_ANNOTATION: Final = "gpu-fraction-container-name"
 MPS_ANNOTATION: Final = "mps"
 SHARED_GPU_CONFIGMAP_ANNOTATION: Final = "runai/shared-gpu-configmap"
 GPU_GROUP_LABEL: Final = "runai-gpu-group"
+RESERVATION_NAMESPACE: Final = "kai-resource-reservation"
+"""Where KAI's binder (and kai's, by default) keeps the pods that hold shared GPU devices."""
 MULTI_GPU_GROUP_LABEL_PREFIX: Final = "runai-gpu-group/"
 
 # Resources and node labels (kai-semantics §4.3).

@@ -13,12 +13,12 @@ import sys
 from collections.abc import Sequence
 
 from kai import __version__
-from kai.cli import run, simulate, webhook, workload
+from kai.cli import live, run, simulate, webhook, workload
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "kai") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="kai",
+        prog=prog,
         description="A KAI-compatible GPU scheduler whose cycles are solved with CP-SAT.",
     )
     parser.add_argument("--version", action="version", version=f"kai {__version__}")
@@ -27,14 +27,20 @@ def build_parser() -> argparse.ArgumentParser:
     workload.add_parser(commands)
     run.add_parser(commands)
     webhook.add_parsers(commands)
+    live.add_parsers(commands)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: Sequence[str] | None = None, prog: str = "kai") -> int:
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     code: int = args.handler(args)
     return code
+
+
+def kubectl_main() -> int:
+    """`kubectl kai ...`: kubectl runs the `kubectl-kai` plugin with the words after `kai`."""
+    return main(prog="kubectl kai")
 
 
 if __name__ == "__main__":

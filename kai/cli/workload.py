@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TextIO
 
 import yaml
 
 from kai.api.errors import ManifestError
 from kai.cli.describe import NoDefinitionError, describe_workload
+from kai.cli.output import emit, table
 from kai.grouping import GroupingError
 from kai.workloads.catalog import load_catalog
 from kai.workloads.definition import WorkloadDefinition
@@ -125,7 +125,7 @@ def _print_description(
         if output == "table":
             print(f"ERROR: {error}", file=sys.stderr)
         else:
-            _emit(error.document(), output, sys.stdout)
+            emit(error.document(), output, sys.stdout)
         return EXIT_FAILED
     except (ManifestError, GroupingError, JqError) as error:
         print(f"ERROR: {error}", file=sys.stderr)
@@ -133,7 +133,7 @@ def _print_description(
     if output == "table":
         _describe_table(document, sys.stdout)
     else:
-        _emit(document, output, sys.stdout)
+        emit(document, output, sys.stdout)
     return EXIT_OK
 
 
@@ -152,9 +152,9 @@ def _definitions(args: argparse.Namespace) -> int:
     if args.output == "table":
         rows = [("NAME", "KIND", "ORIGIN", "COMPONENTS")]
         rows += [(d.name, str(d.gvk), d.origin, _component_list(d)) for d in chosen]
-        _table(rows, sys.stdout)
+        table(rows, sys.stdout)
     else:
-        _emit([_definition_summary(d) for d in chosen], args.output, sys.stdout)
+        emit([_definition_summary(d) for d in chosen], args.output, sys.stdout)
     return EXIT_OK
 
 
@@ -224,7 +224,7 @@ def _describe_table(document: dict[str, Any], out: TextIO) -> None:
             _bytes(total["memoryBytes"]),
         )
     )
-    _table(rows, out)
+    table(rows, out)
     for group in document["podGroups"]:
         out.write(
             f"\nPodGroup {group['name']}: queue {group['queue']}, priority {group['priorityClassName']}, "
@@ -244,19 +244,3 @@ def _bytes(value: int) -> str:
         if value >= size and value % size == 0:
             return f"{value // size}{unit}"
     return str(value)
-
-
-def _table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        out.write(
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-            + "\n"
-        )
-
-
-def _emit(document: Any, output: str, out: TextIO) -> None:
-    if output == "json":
-        out.write(json.dumps(document, indent=2) + "\n")
-    else:
-        out.write(yaml.safe_dump(document, sort_keys=False))

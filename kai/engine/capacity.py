@@ -155,7 +155,12 @@ def initial_capacity(
         cap.memory -= pod.memory_bytes
         cap.pods -= 1
         cap.whole_gpus -= pod.gpu.whole
-        need = pod.gpu.memory_on(cap.node.gpu_memory_mib) if pod.gpu.is_fractional else 0
+        if not pod.gpu.is_fractional:
+            # A pod of whole devices shares none, whatever groups it is labelled with (a
+            # reservation pod whose users are gone): it holds its devices and opens none,
+            # as the validator counts it.
+            continue
+        need = pod.gpu.memory_on(cap.node.gpu_memory_mib)
         for group in pod.gpu_groups:
             if group not in cap.shared:
                 cap.whole_gpus -= 1

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import urllib.request
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -381,3 +382,20 @@ async def load_configuration(kubeconfig: Path | None) -> Configuration:
         except config.ConfigException:
             await config.load_kube_config(client_configuration=configuration)
     return configuration
+
+
+_POD_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def context_namespace(kubeconfig: Path | None) -> str:
+    """The namespace kubectl would default to, found where `load_configuration` finds the
+    credentials: with no kubeconfig named, the pod's own in a cluster; else the kubeconfig's
+    current context's; else `default`."""
+    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        with contextlib.suppress(OSError):
+            return _POD_NAMESPACE_FILE.read_text().strip() or "default"
+    try:
+        _, current = config.list_kube_config_contexts(str(kubeconfig) if kubeconfig else None)
+    except (config.ConfigException, OSError):
+        return "default"
+    return str(((current or {}).get("context") or {}).get("namespace") or "default")

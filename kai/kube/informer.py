@@ -1,6 +1,6 @@
 """One resource kept current in memory: list once, then follow the watch stream.
 
-An informer lists its resource (in pages), then watches from the list's
+An informer lists its resource (in pages, `kai.kube.listing`), then watches from the list's
 resourceVersion. A watch that the server ends is resumed from the last version
 seen; an expired version (410 Gone) or a failure to resume causes a full relist,
 which replaces the store, so objects deleted while the watch was down do not
@@ -22,10 +22,10 @@ from typing import Any
 import structlog
 
 from kai.kube.client import ApiError, Kube, UnreadableEventError
+from kai.kube.listing import list_all
 
 log = structlog.get_logger(__name__)
 
-_PAGE_SIZE = "500"
 _GONE = 410
 _MAX_BACKOFF_SECONDS = 30.0
 
@@ -83,17 +83,6 @@ class Store:
             self.objects.pop(object_key(obj), None)
             return True
         return False
-
-
-def _typed(page: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """A list page's items with apiVersion and kind, which the server leaves out of list items
-    (but sends in watch events), so an object reads the same whichever way it arrived."""
-    api_version = str(page.get("apiVersion") or "")
-    kind = str(page.get("kind") or "").removesuffix("List")
-    return [
-        item if "kind" in item else {"apiVersion": api_version, "kind": kind, **item}
-        for item in page.get("items") or []
-    ]
 
 
 class ExpiredError(Exception):
@@ -171,22 +160,8 @@ class Informer:
         await asyncio.sleep(delay)
 
     async def _list(self) -> None:
-        items: list[dict[str, Any]] = []
-        token = ""
-        while True:
-            query = [("limit", _PAGE_SIZE)] + ([("continue", token)] if token else [])
-            try:
-                page = await self._kube.get(self.resource.path, query)
-            except ApiError as error:
-                if error.status == _GONE:  # the continue token expired mid-listing
-                    items, token = [], ""
-                    continue
-                raise
-            items += _typed(page)
-            token = str((page.get("metadata") or {}).get("continue") or "")
-            if not token:
-                break
-        self.store.replace(items, str(page.get("metadata", {}).get("resourceVersion") or ""))
+        items, version = await list_all(self._kube, self.resource.path)
+        self.store.replace(items, version)
         self.relists += 1
         self.synced.set()
         self._on_change(self.resource.kind)

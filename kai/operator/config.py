@@ -8,7 +8,9 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-DEFAULT_RESERVATION_NAMESPACE = "kai-resource-reservation"
+from kai.api.constants import RESERVATION_NAMESPACE
+
+DEFAULT_RESERVATION_NAMESPACE = RESERVATION_NAMESPACE
 DEFAULT_NAMESPACE = "kai-scheduler"
 
 

@@ -24,11 +24,12 @@ from typing import Any, Generic, TypeVar
 
 import structlog
 
-from kai.api.constants import GPU_GROUP_LABEL, SCHEDULER_NAME, default_priority_classes
+from kai.api.constants import SCHEDULER_NAME, default_priority_classes
 from kai.api.corev1 import PriorityClass
 from kai.api.errors import ManifestError, object_ref, validated
 from kai.api.parse import parse_node, parse_pod, parse_pod_group, parse_queue, validate_queue_tree
 from kai.api.pods import annotated_pod_group_key
+from kai.api.reservations import counted_reservations
 from kai.engine.model import Node, Pod, PodGroup, PodPhase, Queue, SetAside, Snapshot
 from kai.grouping import PodGroupPlan, grouped_manifest
 from kai.operator.cache import ClusterView
@@ -236,21 +237,7 @@ class SnapshotBuilder:
                 reservations.append(dataclasses.replace(parsed, scheduler_is_ours=False))
             else:
                 pods.append(parsed)
-        return pods + self._unclaimed(reservations, pods, view)
-
-    def _unclaimed(self, reservations: list[Pod], pods: list[Pod], view: ClusterView) -> list[Pod]:
-        """Reservation pods whose device no user holds any more, until they are collected.
-
-        A shared device in use is accounted through its users' group labels; one whose
-        users are gone still holds a whole GPU on the node until the pod is deleted.
-        """
-        in_use = {group for pod in pods if pod.phase.occupies_node for group in pod.gpu_groups}
-        result = []
-        for pod in reservations:
-            labels = (view.pods[pod.key].get("metadata") or {}).get("labels") or {}
-            if labels.get(GPU_GROUP_LABEL) not in in_use:
-                result.append(pod)
-        return result
+        return pods + counted_reservations(reservations, pods)
 
     def _set_pod_aside(
         self,

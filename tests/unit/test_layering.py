@@ -26,6 +26,7 @@ ALLOWED = {
     "simulate": {"api", "engine", "grouping", "workloads"},
     "operator": {"api", "engine", "grouping", "workloads", "kube"},
     "admission": {"api", "engine", "kube"},
+    "inspect": {"api", "engine", "kube"},
     "testing": {"kube"},
 }
 

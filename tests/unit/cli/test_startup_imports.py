@@ -46,7 +46,16 @@ def _loaded(*argv: str) -> tuple[object, list[str]]:
 
 
 @pytest.mark.parametrize(
-    "argv", [["--help"], ["run", "--help"], ["webhook", "--help"], ["simulate", "--help"]]
+    "argv",
+    [
+        ["--help"],
+        ["run", "--help"],
+        ["webhook", "--help"],
+        ["simulate", "--help"],
+        ["queues", "--help"],
+        ["why", "--help"],
+        ["nodes", "--help"],
+    ],
 )
 def test_help_loads_neither_the_solver_nor_the_kubernetes_client(argv: list[str]) -> None:
     code, loaded = _loaded(*argv)

@@ -38,6 +38,17 @@ def test_a_shared_device_leaves_the_whole_count_and_holds_memory() -> None:
     assert cap.shared == {"dev-1": 30_000}
 
 
+def test_a_whole_gpu_pod_with_a_group_label_holds_its_device_and_opens_none() -> None:
+    # A reservation pod whose sharing pods are gone: one device, not one plus an open one.
+    capacity = initial_capacity(
+        [node("n1", gpus=2, gpu_memory_mib=40_000)],
+        [pod("reservation", "g", gpus=1, node_name="n1", gpu_groups=("dev-1",), ours=False)],
+    )
+    cap = capacity["n1"]
+    assert cap.whole_gpus == 1
+    assert cap.shared == {}
+
+
 def test_unnamed_running_fractions_are_put_on_devices_deterministically() -> None:
     pods = [pod(f"f{i}", "g", portion=Fraction(1, 2), node_name="n1") for i in range(3)]
     first = initial_capacity([node("n1", gpus=4, gpu_memory_mib=40_000)], pods)["n1"]

@@ -1,0 +1,29 @@
+"""How every `kai` command prints: aligned tables for people, JSON or YAML for programs.
+
+One printer for all commands, so `kai workload`, `kai queues`, `kai why` and `kai nodes`
+align columns and spell documents the same way (as kubectl does across its commands).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+import yaml
+
+
+def table(rows: Sequence[Sequence[str]], out: TextIO, indent: str = "") -> None:
+    """Rows as columns two spaces apart, the first row being the header."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        cells = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        out.write(indent + cells.rstrip() + "\n")
+
+
+def emit(document: Any, output: str, out: TextIO) -> None:
+    """A document as JSON (`output` "json") or YAML (anything else), in its own key order."""
+    if output == "json":
+        out.write(json.dumps(document, indent=2) + "\n")
+    else:
+        out.write(yaml.safe_dump(document, sort_keys=False))
