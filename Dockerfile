@@ -40,8 +40,11 @@ ENV PATH=/opt/kai/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 # Written directly rather than with useradd, which a minimal Debian base does not have.
+# The imports check that the base has every library the wheels link to (libstdc++ for numpy
+# and OR-Tools), so a base that lacks one fails here, not in the cluster.
 RUN echo 'kai:x:10001:10001:kai:/nonexistent:/usr/sbin/nologin' >> /etc/passwd \
- && echo 'kai:x:10001:' >> /etc/group
+ && echo 'kai:x:10001:' >> /etc/group \
+ && python -c 'import kai.operator.hosting, kai.admission.app, ortools.sat.python.cp_model'
 # Numeric, so Kubernetes' runAsNonRoot can check it without a passwd lookup.
 USER 10001:10001
 EXPOSE 8080 8081 9443

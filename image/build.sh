@@ -26,8 +26,10 @@ export LC_ALL=C # sort order, and so hashes, must not depend on the locale
 version="$(awk -F'"' '$1 ~ /^version *= */ { print $2; exit }' "$repo/pyproject.toml")"
 suite=bookworm
 # python3-venv makes the venv (with pip, for the build stage); ca-certificates lets pip and
-# the scheduler verify TLS. Security updates go in too, as Docker Hub's base has them.
-packages=python3,python3-venv,ca-certificates
+# the scheduler verify TLS; the C++ runtime is what the numpy and OR-Tools wheels link to
+# (Docker Hub's slim images have it because apt needs it; this base has no apt). Security
+# updates go in too, as Docker Hub's base has them.
+packages=python3,python3-venv,ca-certificates,libstdc++6
 mirrors=(
     "deb http://deb.debian.org/debian $suite main"
     "deb http://deb.debian.org/debian $suite-updates main"
