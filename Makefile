@@ -22,8 +22,15 @@ demo: $(STAMP)
 controlplane:
 	bash tests/controlplane/build.sh
 
+## Build the container image without Docker: a Debian base made with mmdebstrap, then podman
+## build (installs podman, mmdebstrap and runc with apt-get when run as root; cached).
+.PHONY: image
+image:
+	bash image/build.sh
+
 ## Set up and run the whole test suite, integration tests included, plus lint and type checks.
 test: $(STAMP) controlplane lint
+	bash image/build.sh
 	$(BIN)/pytest
 
 lint: $(STAMP)
