@@ -26,8 +26,15 @@ controlplane:
 tools:
 	bash tests/tools/build.sh
 
+## Build the container image without Docker: a Debian base made with mmdebstrap, then podman
+## build (installs podman, mmdebstrap and runc with apt-get when run as root; cached).
+.PHONY: image
+image:
+	bash image/build.sh
+
 ## Set up and run the whole test suite, integration tests included, plus lint and type checks.
 test: $(STAMP) controlplane tools lint
+	bash image/build.sh
 	$(BIN)/pytest
 
 lint: $(STAMP)
