@@ -62,6 +62,12 @@ def pod_instance(inp: GroupingInput, component: ComponentDefinition) -> str | No
     return None if value is None else _text(value)
 
 
+def plays(inp: GroupingInput, selector: TypeSelector) -> bool:
+    """Whether the pod passes a component's type selector (§5.4); `kai workload describe`
+    attributes live pods with the same test the grouper uses."""
+    return _matches(inp, selector)
+
+
 def _current_form(
     inp: GroupingInput, structure: WorkloadStructure, instruction: PodGroupInstruction
 ) -> GroupDecision:

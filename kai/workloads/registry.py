@@ -63,12 +63,20 @@ class DefinitionRegistry:
         return next((d for d in self._by_gvk.values() if d.name == name), None)
 
     def resolve_type(self, text: str) -> WorkloadDefinition | None:
-        """A type as a user writes it: `JobSet`, `jobsets`, `jobset.v1alpha2.jobset.x-k8s.io`,
-        `jobset.jobset.x-k8s.io`, or the definition's name; case-insensitive."""
+        """The first of `types_matching(text)`, for callers that accept any match."""
+        matches = self.types_matching(text)
+        return matches[0] if matches else None
+
+    def types_matching(self, text: str) -> list[WorkloadDefinition]:
+        """Every definition a type written by a user names: `JobSet`, `jobsets`,
+        `jobset.v1alpha2.jobset.x-k8s.io`, `jobset.jobset.x-k8s.io`, or the definition's name;
+        case-insensitive. One kind at several versions gives several, for the caller to choose
+        (the live CLI asks the API server which version it serves)."""
         wanted = text.lower()
         named = self.named(text)
         if named is not None:
-            return named
+            return [named]
+        matches = []
         for definition in self.definitions():
             gvk = definition.gvk
             kind = gvk.kind.lower()
@@ -81,5 +89,5 @@ class DefinitionRegistry:
                 f"{kind}s.{gvk.version}.{gvk.group}",
             }
             if wanted in spellings:
-                return definition
-        return None
+                matches.append(definition)
+        return matches
