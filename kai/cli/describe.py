@@ -7,20 +7,28 @@ pods itself. Resources are totals over every pod the workload asks for. The
 PodGroup part is not computed separately: the workload is expanded into the pods
 its controllers would create and each pod goes through the real pod grouper, so
 describe shows exactly what the grouper would create.
+
+Given the live pods the workload owns (`kai workload describe TYPE/NAME`), each
+entry also gets a `live` part: which of those pods play that component instance
+and their phases (`kai.cli.attribution`); pods no component claims are listed in
+the document's own `live` part. The spec-derived fields stay what the spec asks
+for, so a live describe and `describe -f` of the same object agree on them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
 from kai.api.constants import default_priority_classes
+from kai.cli.attribution import Attribution, live_view
 from kai.engine.resources import Resources
 from kai.grouping import PodGroupPlan, plan_pod_group, resolve_owner_chain
 from kai.workloads.definition import ComponentDefinition, WorkloadDefinition
 from kai.workloads.expansion import expand_workload, is_workload_kind
-from kai.workloads.objects import gvk_of, name_of, namespace_of, object_ref
+from kai.workloads.jqeval import JqEvaluator
+from kai.workloads.objects import gvk_of, metadata, name_of, namespace_of, object_ref
 from kai.workloads.podresources import pod_template_resources
 from kai.workloads.registry import DefinitionRegistry
 from kai.workloads.status import workload_phases
@@ -28,22 +36,31 @@ from kai.workloads.structure import WorkloadStructure, extract_structure
 
 
 class NoDefinitionError(LookupError):
-    """No definition describes the object's type (nor another version of its kind)."""
+    """No definition describes the object's type (nor another version of its kind).
 
-    def __init__(self, api_version: str, kind: str) -> None:
-        super().__init__(f"no workload definition for {api_version} {kind}")
+    From a manifest the type is its apiVersion and kind; from a live command it may be only the
+    word the user typed (`type`), when nothing, not even API discovery, says which kind it means.
+    """
+
+    def __init__(self, api_version: str | None, kind: str | None, type_word: str | None = None):
+        named = f"{api_version} {kind}" if kind else f"type {type_word!r}"
+        super().__init__(f"no workload definition for {named}")
         self.api_version = api_version
         self.kind = kind
+        self.type_word = type_word
 
-    def document(self) -> dict[str, str]:
-        return {
+    def document(self) -> dict[str, str | None]:
+        document = {
             "error": "no_definition_for_type",
             "kind": self.kind,
             "apiVersion": self.api_version,
             "message": str(self),
-            "hint": "list known types with `kai workload definitions`, or apply a Karta "
-            "definition for this type to the cluster",
+            "hint": "list known types with `kai workload definitions`, apply a Karta definition "
+            "for this type to the cluster, or give one with --definition FILE",
         }
+        if self.type_word is not None:
+            document["type"] = self.type_word
+        return document
 
 
 def describe_workload(
@@ -52,30 +69,59 @@ def describe_workload(
     priority_classes: Mapping[str, int] | None = None,
     *,
     file_mode: bool = True,
+    pods: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The describe document for `obj` (raises NoDefinitionError for an unknown type)."""
+    """The describe document for `obj` (raises NoDefinitionError for an unknown type).
+
+    `pods`, when given, are the live pods the workload owns; they fill the `live` parts.
+    """
     gvk = gvk_of(obj)
     definition = registry.find(gvk)
     if definition is None:
         raise NoDefinitionError(gvk.api_version, gvk.kind)
     structure = extract_structure(definition, obj, registry.jq)
-    components = _components(structure)
+    attribution = None if pods is None else Attribution(definition, pods, registry)
+    components = _components(structure, attribution)
     total = sum((entry.pop("_own") for entry in components if "_own" in entry), start=Resources())
     groups = pod_group_views(obj, registry, priority_classes or default_priority_classes())
-    return {
-        "apiVersion": obj.get("apiVersion"),
-        "kind": obj.get("kind"),
+    document = {
+        **workload_view(obj, definition, registry.jq),
         "namespace": namespace_of(obj),
-        "name": name_of(obj),
-        "createdAt": (obj.get("metadata") or {}).get("creationTimestamp"),
-        "definition": definition.name,
-        "origin": definition.origin,
         "fileMode": file_mode,
-        "phases": workload_phases(definition, obj, registry.jq),
         "components": components,
         "resources": resources_json(total),
         "podGroup": groups[0] if groups else None,
         "podGroups": groups,
+    }
+    if attribution is not None:
+        document["live"] = _live_totals(attribution)
+    return document
+
+
+def _live_totals(attribution: Attribution) -> dict[str, Any]:
+    """All the workload's pods counted, with those no component claims listed (`unattributed`),
+    so a pod the definition cannot place is still seen."""
+    totals = live_view(attribution.pods)
+    del totals["pods"]
+    totals["unattributed"] = live_view(attribution.unattributed)["pods"]
+    return totals
+
+
+def workload_view(
+    obj: Mapping[str, Any], definition: WorkloadDefinition, jq: JqEvaluator
+) -> dict[str, Any]:
+    """A workload's identity, definition and phases: a row of `kai workload get`, and the head
+    of the describe document, so the two cannot disagree about a workload's phase."""
+    meta = metadata(obj)
+    return {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "namespace": str(meta.get("namespace") or ""),
+        "name": name_of(obj),
+        "createdAt": meta.get("creationTimestamp"),
+        "definition": definition.name,
+        "origin": definition.origin,
+        "phases": workload_phases(definition, obj, jq),
     }
 
 
@@ -94,7 +140,9 @@ def _whole(value: Fraction) -> int:
     return -((-value.numerator) // value.denominator)
 
 
-def _components(structure: WorkloadStructure) -> list[dict[str, Any]]:
+def _components(
+    structure: WorkloadStructure, attribution: Attribution | None
+) -> list[dict[str, Any]]:
     definition = structure.definition
     entries: list[dict[str, Any]] = []
     for component in _depth_first(definition, definition.root):
@@ -125,6 +173,8 @@ def _components(structure: WorkloadStructure) -> list[dict[str, Any]]:
                 pods, own = _descendant_totals(structure, component)
             entry["pods"] = pods
             entry["resources"] = resources_json(own)
+            if attribution is not None:
+                entry["live"] = live_view(attribution.pods_of(component, instance.instance_id))
             entries.append(entry)
     return entries
 
