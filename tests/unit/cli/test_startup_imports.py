@@ -55,6 +55,9 @@ def _loaded(*argv: str) -> tuple[object, list[str]]:
         ["queues", "--help"],
         ["why", "--help"],
         ["nodes", "--help"],
+        ["workload", "get", "--help"],
+        ["workload", "describe", "--help"],
+        ["workload", "definitions", "--help"],
     ],
 )
 def test_help_loads_neither_the_solver_nor_the_kubernetes_client(argv: list[str]) -> None:
@@ -66,5 +69,12 @@ def test_help_loads_neither_the_solver_nor_the_kubernetes_client(argv: list[str]
 def test_validating_a_definition_file_loads_neither() -> None:
     definition = min(CATALOG.glob("*.yaml"))
     code, loaded = _loaded("workload", "validate", str(definition))
+    assert code == 0
+    assert loaded == []
+
+
+def test_describing_a_manifest_loads_neither() -> None:
+    manifest = Path(__file__).parents[2] / "fixtures" / "workloads" / "jobset.yaml"
+    code, loaded = _loaded("workload", "describe", "-f", str(manifest))
     assert code == 0
     assert loaded == []
