@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kai.api.constants import RESERVATION_NAMESPACE
-from kai.cli.output import emit, table
+from kai.cli.output import emit, logs_to_stderr, table
 
 OUTPUTS = ("table", "wide", "json", "yaml")
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -153,6 +153,7 @@ def _answer(args: argparse.Namespace, ask: Callable[[Any], Awaitable[T]]) -> T |
         async with reading(args.kubeconfig) as cluster:
             return await ask(cluster)
 
+    logs_to_stderr()
     try:
         return asyncio.run(asked())
     except NotFoundError as error:

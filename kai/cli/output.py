@@ -7,10 +7,22 @@ align columns and spell documents the same way (as kubectl does across its comma
 from __future__ import annotations
 
 import json
+import logging
+import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+import structlog
 import yaml
+
+
+def logs_to_stderr() -> None:
+    """Library logs (a retried request) on stderr, warnings only, for commands that talk to a
+    cluster: structlog's default prints on stdout, into the middle of `-o json`."""
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
 
 
 def table(rows: Sequence[Sequence[str]], out: TextIO, indent: str = "") -> None:

@@ -21,20 +21,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import re
-import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import structlog
 from kubernetes_asyncio.config import ConfigException
 
 from kai.api.errors import ManifestError
 from kai.cli.describe import NoDefinitionError, workload_view
+from kai.cli.output import logs_to_stderr
 from kai.cli.workload import EXIT_NOT_FOUND, EXIT_USAGE, WorkloadCliError, merged_registry
 from kai.kube.client import ApiError, Kube, connect
 from kai.kube.listing import list_all
@@ -155,15 +153,9 @@ class Cluster:
 
 @contextlib.asynccontextmanager
 async def connected(kubeconfig: Path | None) -> AsyncIterator[Cluster]:
-    """The cluster `kubeconfig` names (default: in-cluster, then $KUBECONFIG or ~/.kube/config).
-
-    The client's own logs (a retried request) go to stderr, warnings only: structlog's default
-    would print them on stdout, into the middle of `-o json`.
-    """
-    structlog.configure(
-        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-    )
+    """The cluster `kubeconfig` names (default: in-cluster, then $KUBECONFIG or ~/.kube/config),
+    with library logs kept out of stdout (`logs_to_stderr`)."""
+    logs_to_stderr()
     client = await connect(kubeconfig, connections=OWNER_WALKS_AT_ONCE)
     async with client:
         yield Cluster(Kube(client))
