@@ -74,7 +74,10 @@ async def run_webhook(config: WebhookConfig) -> int:
 
     @kopf.on.startup(id="open-client", registry=registry, errors=kopf.ErrorsMode.PERMANENT)
     async def open_client(**_: Any) -> None:
-        await queues.open()
+        try:
+            await queues.open()
+        except Exception as error:  # no credentials: say so once, without a traceback
+            raise kopf.PermanentError(f"cannot connect to the API server: {error}") from error
         log.info("webhook serving", host=config.host, port=config.port)
 
     @kopf.on.cleanup(id="close-client", registry=registry)
@@ -95,11 +98,15 @@ async def run_webhook(config: WebhookConfig) -> int:
         pkeyfile=str(config.key_file) if config.key_file else None,
         file_check_interval=10.0,
     )
-    await kopf.operator(
-        registry=registry,
-        settings=settings,
-        standalone=True,
-        clusterwide=True,
-        liveness_endpoint=config.liveness_endpoint,
-    )
+    try:
+        await kopf.operator(
+            registry=registry,
+            settings=settings,
+            standalone=True,
+            clusterwide=True,
+            liveness_endpoint=config.liveness_endpoint,
+        )
+    except Exception as error:  # a startup handler failed: kopf has logged which and why
+        log.error("kai webhook did not start", error=str(error))
+        return 1
     return 0

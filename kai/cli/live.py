@@ -17,10 +17,10 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
 from typing import Any, TypeVar
 
 from kai.api.constants import RESERVATION_NAMESPACE
+from kai.cli.arguments import kubeconfig_file
 from kai.cli.output import emit, logs_to_stderr, table
 
 OUTPUTS = ("table", "wide", "json", "yaml")
@@ -65,7 +65,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", choices=OUTPUTS, default="table")
     parser.add_argument(
-        "--kubeconfig", type=Path, help="default: in-cluster, then $KUBECONFIG or ~/.kube/config"
+        "--kubeconfig", type=kubeconfig_file, help="default: in-cluster, then $KUBECONFIG or ~/.kube/config"
     )
 
 

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 import yaml
 
 from kai.api.errors import ManifestError
+from kai.cli.arguments import kubeconfig_file
 from kai.cli.describe import NoDefinitionError, describe_workload
 from kai.cli.output import emit
 from kai.cli.workload_tables import (
@@ -129,7 +130,7 @@ def _target(parser: argparse.ArgumentParser) -> None:
 
 def _cluster(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--kubeconfig", type=Path, help="default: in-cluster, then $KUBECONFIG or ~/.kube/config"
+        "--kubeconfig", type=kubeconfig_file, help="default: in-cluster, then $KUBECONFIG or ~/.kube/config"
     )
     parser.add_argument(
         "--definition",

@@ -52,14 +52,18 @@ async def run_hosted(config: OperatorConfig, liveness_endpoint: str | None) -> i
     settings = kopf.OperatorSettings()
     settings.scanning.disabled = True  # no resource handlers: nothing to discover or watch
     settings.posting.enabled = False  # kai posts its own Events (`kai.operator.events`)
-    await kopf.operator(
-        registry=registry,
-        settings=settings,
-        standalone=True,
-        clusterwide=True,
-        liveness_endpoint=liveness_endpoint,
-        stop_flag=hosted.stop,
-    )
+    try:
+        await kopf.operator(
+            registry=registry,
+            settings=settings,
+            standalone=True,
+            clusterwide=True,
+            liveness_endpoint=liveness_endpoint,
+            stop_flag=hosted.stop,
+        )
+    except Exception as error:  # a startup handler failed: kopf has logged which and why
+        log.error("kai run did not start", error=str(error))
+        return 1
     if hosted.failure is not None:
         log.error("scheduler stopped", error=repr(hosted.failure))
         return 1
