@@ -133,6 +133,10 @@ class SchedulingLoop:
         """Passes of the loop, a standby's included."""
 
     @property
+    def status_writer(self) -> StatusWriter:
+        return self._status
+
+    @property
     def healthy(self) -> bool:
         """False after `failed_cycles_unhealthy` failed cycles in a row, until one succeeds."""
         return self.failed_in_a_row < self._failed_cycles_unhealthy

@@ -199,6 +199,11 @@ class StatusWriter:
         self._written: dict[str, Mapping[str, Any]] = {}  # object -> the status last written
         self.writes = 0
 
+    @property
+    def written(self) -> frozenset[str]:
+        """The objects ("Queue q", "PodGroup ns/name") this writer has written status for."""
+        return frozenset(self._written)
+
     def _differs(self, what: str, current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
         """Whether `wanted` must be written: the cache shows otherwise, or this writer last
         wrote otherwise. The cache may not show that last write yet (a watch that lags or
