@@ -38,6 +38,7 @@ from kai.operator.server import HealthServer
 from kai.operator.snapshot import SnapshotBuilder
 from kai.operator.stamps import StampWriter
 from kai.operator.status import StatusWriter
+from kai.operator.unserved import UnservedPools
 
 log = structlog.get_logger(__name__)
 
@@ -148,6 +149,11 @@ async def run_operator(
             failed_cycles_unhealthy=config.failed_cycles_unhealthy,
             run_engine=run_engine,
             shard=config.shard,
+            unserved=(
+                UnservedPools(kube, events, config.namespace, config.lease_name, config.shard)
+                if config.shard.pool is None and config.leader_election
+                else None
+            ),
         )
         stuck_after = STUCK_AFTER_PERIODS * config.period_seconds + config.time_limit_seconds
         operator = Operator(config, cache, loop, elector, None, metrics, grouper, stuck_after)

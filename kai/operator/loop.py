@@ -16,7 +16,8 @@ as it is then; the loop is alive while cycles finish, and unhealthy after
 `failed_cycles_unhealthy` failures in a row. The engine runs through
 `isolation`, so a group whose data makes it raise is set aside and the others
 are scheduled. Every view is the shard's (`kai.operator.sharding`); a planned
-group that belongs to another pool is written but not scheduled here.
+group that belongs to another pool is written but not scheduled here, and the
+default shard tells pending pods of pools without a scheduler (`unserved`).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from kai.operator.sharding import foreign_plans, without_pods
 from kai.operator.snapshot import Assumed, Overlay, SnapshotBuilder
 from kai.operator.stamps import StampWriter, start_annotations
 from kai.operator.status import StatusWriter
+from kai.operator.unserved import UnservedPools
 
 log = structlog.get_logger(__name__)
 
@@ -97,8 +99,10 @@ class SchedulingLoop:
         run_engine: Engine = run_cycle,
         stop_grace_seconds: float = TRAILING_STOP_GRACE_SECONDS,
         shard: Shard | None = None,
+        unserved: UnservedPools | None = None,
     ) -> None:
         self._shard = shard
+        self._unserved = unserved
         self._cache = cache
         self._builder = builder
         self._grouper = grouper
@@ -272,6 +276,9 @@ class SchedulingLoop:
             shares = queue_shares(after)
             decisions = statuses_to_write(result.groups, burst_continues=plans.deferred > 0)
             self._metrics.forget_pod_groups(view.pod_groups.keys())
+            if self._unserved is not None:
+                with _timed(timings, "unserved-pools"):
+                    await self._unserved.report(self._cache.whole_view(), now)
             self._still_leading("gpu-sharing")
             with _timed(timings, "gpu-sharing"):
                 await self._tend_reservations()

@@ -4,7 +4,8 @@ Pool "a" has one node with 2 GPUs and three 1-GPU pods, so a shard that saw the
 unlabelled node would bind the third there; the default shard has a 4-GPU node and
 two pods. Each shard must bind only its own pool's pods onto its own pool's nodes,
 lead through its own Lease, and write status only for its own queue and PodGroups.
-A pod of a pool no shard serves is bound by neither.
+A pod of a pool no shard serves is bound by neither, and the default shard tells it
+why (one `NoSchedulerForNodePool` event naming the pool and the missing Lease).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from kai_operator_support import (
 from kubernetes_asyncio import client
 
 from kai.operator.app import Operator
+from kai.operator.unserved import NO_SCHEDULER_FOR_NODE_POOL
 from kai.testing.controlplane import ClusterAccess
 from kai.testing.fakes import GpuNode, NodeFactory
 
@@ -101,6 +103,16 @@ async def test_two_shards_schedule_their_own_pools_only(
                     if key in written:
                         assert labels.get(POOL) == pool
             assert not [g for g in groups if (g["metadata"].get("labels") or {}).get(POOL) == "b"]
+
+            async def told() -> bool:
+                return bool(await _warnings(core, namespace, "b-0"))
+
+            await wait_for("the default shard to tell the pod of pool b", told)
+            (warning,) = await _warnings(core, namespace, "b-0")
+            assert warning.reporting_instance == default_config.identity
+            assert "'b'" in warning.message and f"{default_config.lease_name}-b" in warning.message
+            for name in ("a-0", "a-1", "a-2", "d-0", "d-1"):
+                assert not await _warnings(core, namespace, name)  # served pools: nothing
     finally:
         await delete_queue(api, queue_a)
         await delete_queue(api, queue_d)
@@ -121,6 +133,15 @@ async def _pending_with_reason(api: client.ApiClient, namespace: str, pool: str)
         if conditions and conditions[0].get("nodePool") == pool:
             return True
     return False
+
+
+async def _warnings(core: client.CoreV1Api, namespace: str, pod: str) -> list[Any]:
+    events = (await core.list_namespaced_event(namespace)).items
+    return [
+        e
+        for e in events
+        if e.reason == NO_SCHEDULER_FOR_NODE_POOL and e.involved_object.name == pod
+    ]
 
 
 async def _binders(core: client.CoreV1Api, namespace: str, prefix: str) -> set[str]:
