@@ -3,8 +3,9 @@
 The cut is `kai.api.shards`, the one `kai run --node-pool` applies to its watch
 cache, so a shard simulated from a multi-pool cluster's manifests sees the nodes,
 queues, PodGroups and pods the live shard would. Workload objects (Jobs, JobSets,
-...) are kept by their own node-pool label: their pods are grouped only after the
-cut, and a group takes the pool of its top owner unless the pod template names one.
+...) are kept by their own node-pool label, which their groups take (a pod
+template's label counts only for an unlabelled owner; such a workload is kept by
+its own, missing, label: label the workload, not only its template).
 `kind: List` documents are opened, so their items are cut one by one.
 """
 
