@@ -3,7 +3,8 @@
 Runs the scheduler as a kopf operator (`kai.operator.hosting`) until SIGINT or
 SIGTERM; on either it releases its leader Lease so a standby replica takes over at
 once, and exits 0 (1 if the scheduler failed). Without --kubeconfig it uses the
-in-cluster ServiceAccount, then the default kubeconfig.
+in-cluster ServiceAccount, then the default kubeconfig. With --node-pool it is one
+shard of KAI's node-pool partition (docs/operator.md, "Shards").
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import argparse
 import asyncio
 
 from kai.api.durations import parse_duration
+from kai.api.shards import NODE_POOL_LABEL_KEY
 from kai.cli.arguments import kubeconfig_file
 from kai.operator.config import (
     DEFAULT_RESERVATION_NAMESPACE,
@@ -66,7 +68,22 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--namespace", default=default_namespace(), help="namespace of the Lease")
     parser.add_argument("--identity", default=None, help="leader-election identity")
-    parser.add_argument("--lease-name", default="kai-scheduler")
+    parser.add_argument(
+        "--lease-name",
+        default="kai-scheduler",
+        help="the Lease; a --node-pool shard's is suffixed -POOL (default kai-scheduler)",
+    )
+    parser.add_argument(
+        "--node-pool",
+        default=None,
+        help="schedule only this node pool's nodes, queues and PodGroups "
+        "(default: the shard of those without the label)",
+    )
+    parser.add_argument(
+        "--node-pool-label",
+        default=NODE_POOL_LABEL_KEY,
+        help=f"the label naming an object's node pool (default {NODE_POOL_LABEL_KEY})",
+    )
     parser.add_argument("--lease-duration", type=_duration, default=15.0)
     parser.add_argument("--renew-deadline", type=_duration, default=10.0)
     parser.add_argument("--retry-period", type=_duration, default=2.0)
@@ -103,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
         identity=args.identity or default_identity(),
         leader_election=not args.no_leader_election,
         lease_name=args.lease_name,
+        node_pool=args.node_pool or None,
+        node_pool_label=args.node_pool_label,
         lease_seconds=args.lease_duration,
         renew_deadline_seconds=args.renew_deadline,
         retry_seconds=args.retry_period,

@@ -1,5 +1,7 @@
 """`kai simulate FILE... [--rounds N] [--now RFC3339] [-o table|json|yaml] [--time-limit S]`.
 
+`--node-pool POOL` simulates one shard of a multi-pool cluster (`kai.simulate.shard`).
+
 Exit status per the contract: 0 when the simulation ran, 2 for invalid input
 (one line per problem on stderr, nothing on stdout), 1 for an internal error.
 """
@@ -11,6 +13,7 @@ import sys
 import traceback
 from datetime import UTC, datetime
 
+from kai.api.shards import NODE_POOL_LABEL_KEY
 from kai.engine.model import EngineConfig, PlacementStrategy
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INVALID = 0, 1, 2
@@ -33,6 +36,17 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--placement", choices=[s.value for s in PlacementStrategy], default="binpack"
     )
+    parser.add_argument(
+        "--node-pool",
+        default=None,
+        help="simulate one shard: the objects with this node-pool label value "
+        "(default: all; '' for the default shard, those without the label)",
+    )
+    parser.add_argument(
+        "--node-pool-label",
+        default=NODE_POOL_LABEL_KEY,
+        help=f"the label naming an object's node pool (default {NODE_POOL_LABEL_KEY})",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -42,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from kai.simulate.report import build_document, render
     from kai.simulate.rounds import simulate
     from kai.simulate.scenario import InvalidScenarioError, load_scenario
+    from kai.simulate.shard import Shard, shard_documents
 
     try:
         now = _timestamp(args.now) if args.now else datetime.now(UTC)
@@ -49,7 +64,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"--now: {error}", file=sys.stderr)
         return EXIT_INVALID
     try:
-        snapshot = load_scenario(read_documents(args.files), now)
+        documents = read_documents(args.files)
+        if args.node_pool is not None:
+            documents = shard_documents(
+                documents, Shard(args.node_pool or None, args.node_pool_label)
+            )
+        snapshot = load_scenario(documents, now)
     except (InputError, InvalidScenarioError) as error:
         print(str(error), file=sys.stderr)
         return EXIT_INVALID

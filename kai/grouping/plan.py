@@ -126,7 +126,7 @@ def build_plan(
         spec["subGroups"] = [_subgroup_manifest(sub) for sub in decision.subgroups]
     group_labels = dict(labels_of(top_owner))
     node_pool = labels_of(pod).get(NODE_POOL_LABEL)
-    if node_pool:
+    if node_pool and NODE_POOL_LABEL not in group_labels:  # the owner's pool wins (KAI)
         group_labels[NODE_POOL_LABEL] = node_pool
     group_labels.update(decision.extra_labels)
     group_annotations = {

@@ -38,6 +38,7 @@ from kai.operator.server import HealthServer
 from kai.operator.snapshot import SnapshotBuilder
 from kai.operator.stamps import StampWriter
 from kai.operator.status import StatusWriter
+from kai.operator.unserved import UnservedPools
 
 log = structlog.get_logger(__name__)
 
@@ -90,7 +91,7 @@ async def run_operator(
             LeaderElector(
                 Kube(client),
                 config.namespace,
-                config.lease_name,
+                config.shard.lease_name(config.lease_name),
                 config.identity,
                 config.lease_seconds,
                 config.renew_deadline_seconds,
@@ -107,7 +108,7 @@ async def run_operator(
         events = EventRecorder(
             kube, config.identity, config.events_per_cycle, config.write_concurrency
         )
-        cache = ClusterCache(kube, config.watch_seconds)
+        cache = ClusterCache(kube, config.watch_seconds, config.shard)
         sharing = GpuSharing(
             kube,
             config.reservation_namespace,
@@ -131,7 +132,7 @@ async def run_operator(
             grouper=grouper,
             binder=Binder(kube, sharing, backoff, events, config.bind_concurrency, is_leader),
             sharing=sharing,
-            status=StatusWriter(kube, events, config.write_concurrency),
+            status=StatusWriter(kube, events, config.write_concurrency, config.shard.name),
             stamps=StampWriter(kube, config.write_concurrency),
             events=events,
             backoff=backoff,
@@ -147,6 +148,12 @@ async def run_operator(
             is_leader=is_leader,
             failed_cycles_unhealthy=config.failed_cycles_unhealthy,
             run_engine=run_engine,
+            shard=config.shard,
+            unserved=(
+                UnservedPools(kube, events, config.namespace, config.lease_name, config.shard)
+                if config.shard.pool is None and config.leader_election
+                else None
+            ),
         )
         stuck_after = STUCK_AFTER_PERIODS * config.period_seconds + config.time_limit_seconds
         operator = Operator(config, cache, loop, elector, None, metrics, grouper, stuck_after)
@@ -163,6 +170,7 @@ async def run_operator(
         log.info(
             "operator starting",
             identity=config.identity,
+            shard=config.shard.name,
             metrics_port=server.port if server else None,
         )
         try:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kai.api.shards import Shard
 from kai.kube.cache import Objects, WatchCache
 from kai.kube.client import Kube
 from kai.kube.informer import Resource
+from kai.operator.sharding import shard_view
 
 NODES = Resource("Node", "/api/v1/nodes", namespaced=False)
 PODS = Resource("Pod", "/api/v1/pods", namespaced=True)
@@ -38,12 +40,23 @@ class ClusterView:
 
 
 class ClusterCache(WatchCache):
-    """The informers for every resource the scheduler reads, copied out as one view."""
+    """The informers for every resource the scheduler reads, copied out as one view.
 
-    def __init__(self, kube: Kube, watch_seconds: int = 300) -> None:
+    With a `shard`, `view` is that shard's cut (`kai.operator.sharding`): the watches
+    stay cluster-wide, because a pod's shard follows from its PodGroup and its node.
+    """
+
+    def __init__(self, kube: Kube, watch_seconds: int = 300, shard: Shard | None = None) -> None:
         super().__init__(kube, WATCHED, watch_seconds)
+        self._shard = shard
 
     def view(self) -> ClusterView:
+        whole = self.whole_view()
+        if self._shard is None:
+            return whole
+        return shard_view(whole, self._shard)
+
+    def whole_view(self) -> ClusterView:
         return ClusterView(
             nodes=self.copy(NODES),
             pods=self.copy(PODS),

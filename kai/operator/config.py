@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kai.api.constants import RESERVATION_NAMESPACE
+from kai.api.shards import NODE_POOL_LABEL_KEY, Shard
 
 DEFAULT_RESERVATION_NAMESPACE = RESERVATION_NAMESPACE
 DEFAULT_NAMESPACE = "kai-scheduler"
@@ -49,6 +50,10 @@ class OperatorConfig:
     identity: str = field(default_factory=default_identity)
     leader_election: bool = True
     lease_name: str = "kai-scheduler"
+    """The default shard's Lease; a pool's shard holds `<lease_name>-<pool>`."""
+    node_pool: str | None = None
+    """The shard: nodes, queues and PodGroups with this node-pool label value (None: unlabelled)."""
+    node_pool_label: str = NODE_POOL_LABEL_KEY
     lease_seconds: float = 15.0
     renew_deadline_seconds: float = 10.0
     retry_seconds: float = 2.0
@@ -59,3 +64,7 @@ class OperatorConfig:
     events_per_cycle: int = 500
     failed_cycles_unhealthy: int = 5
     """/healthz fails after this many failed cycles in a row, until a cycle succeeds."""
+
+    @property
+    def shard(self) -> Shard:
+        return Shard(self.node_pool or None, self.node_pool_label)

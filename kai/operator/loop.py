@@ -15,7 +15,9 @@ A failing cycle is logged and counted, and the next one starts from the cluster
 as it is then; the loop is alive while cycles finish, and unhealthy after
 `failed_cycles_unhealthy` failures in a row. The engine runs through
 `isolation`, so a group whose data makes it raise is set aside and the others
-are scheduled.
+are scheduled. Every view is the shard's (`kai.operator.sharding`); a planned
+group that belongs to another pool is written but not scheduled here, and the
+default shard tells pending pods of pools without a scheduler (`unserved`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Any
 import structlog
 
 from kai.api.pods import gpu_groups
+from kai.api.shards import Shard
 from kai.engine.accounting import queue_shares
 from kai.engine.cycle import CycleResult, GroupDecision, run_cycle
 from kai.engine.fairshare import QueueShare
@@ -47,9 +50,11 @@ from kai.operator.gpu_sharing import GpuSharing, reservation_pods
 from kai.operator.isolation import Engine, run_isolating
 from kai.operator.metrics import Metrics
 from kai.operator.pod_grouper import PodGrouper
+from kai.operator.sharding import foreign_plans, without_pods
 from kai.operator.snapshot import Assumed, Overlay, SnapshotBuilder
 from kai.operator.stamps import StampWriter, start_annotations
 from kai.operator.status import StatusWriter
+from kai.operator.unserved import UnservedPools
 
 log = structlog.get_logger(__name__)
 
@@ -93,7 +98,11 @@ class SchedulingLoop:
         failed_cycles_unhealthy: int,
         run_engine: Engine = run_cycle,
         stop_grace_seconds: float = TRAILING_STOP_GRACE_SECONDS,
+        shard: Shard | None = None,
+        unserved: UnservedPools | None = None,
     ) -> None:
+        self._shard = shard
+        self._unserved = unserved
         self._cache = cache
         self._builder = builder
         self._grouper = grouper
@@ -126,6 +135,10 @@ class SchedulingLoop:
         """Cycles that lost the Lease midway."""
         self.passes = 0
         """Passes of the loop, a standby's included."""
+
+    @property
+    def status_writer(self) -> StatusWriter:
+        return self._status
 
     @property
     def healthy(self) -> bool:
@@ -219,15 +232,17 @@ class SchedulingLoop:
             with _timed(timings, "group"):
                 classes = self._builder.priority_classes(view)
                 plans = await self._grouper.plan(view, classes)
+            schedulable = plans.schedulable()
+            foreign = foreign_plans(schedulable, self._shard) if self._shard else set()
             overlay = Overlay(
-                plans=plans.schedulable(),
+                plans={key: plan for key, plan in schedulable.items() if key not in foreign},
                 assumed={entry.key: entry.placement for entry in self._assumed.values()},
                 held=self._backoff.held(time.monotonic()),
             )
             # The new groups are written once the engine has decided; each pod's bind waits for its own.
             async with self._grouper.writes(view, plans.new) as grouping:
                 with _timed(timings, "snapshot"):
-                    snapshot = self._builder.build(view, overlay, now)
+                    snapshot = self._builder.build(without_pods(view, foreign), overlay, now)
                 with _timed(timings, "allocate"):
                     loop = asyncio.get_running_loop()
                     isolated = await loop.run_in_executor(
@@ -261,6 +276,9 @@ class SchedulingLoop:
             shares = queue_shares(after)
             decisions = statuses_to_write(result.groups, burst_continues=plans.deferred > 0)
             self._metrics.forget_pod_groups(view.pod_groups.keys())
+            if self._unserved is not None:
+                with _timed(timings, "unserved-pools"):
+                    await self._unserved.report(self._cache.whole_view(), now)
             self._still_leading("gpu-sharing")
             with _timed(timings, "gpu-sharing"):
                 await self._tend_reservations()

@@ -24,7 +24,8 @@ another writer set: a status write is a merge patch of kai's own fields.
 
 PodGroup status also carries the engine's decision: an `UnschedulableOnNodePool`
 scheduling condition with the reason and message while the group waits, none once
-it is scheduled. A status equal to what the cache shows is not sent; a changed
+it is scheduled; its `nodePool` names the shard that decided (`default` for the shard
+of unlabelled objects, as KAI). A status equal to what the cache shows is not sent; a changed
 unschedulable reason also raises an `Unschedulable` event on the group and its
 pending pods.
 
@@ -59,7 +60,6 @@ from kai.operator.events import UNSCHEDULABLE, WARNING, EventRecorder, InvolvedO
 log = structlog.get_logger(__name__)
 
 UNSCHEDULABLE_ON_NODE_POOL = "UnschedulableOnNodePool"
-DEFAULT_NODE_POOL = "default"
 _MB = 10**6
 
 
@@ -189,12 +189,20 @@ def queue_statuses(
 
 
 class StatusWriter:
-    def __init__(self, kube: Kube, events: EventRecorder, concurrency: int) -> None:
+    def __init__(
+        self, kube: Kube, events: EventRecorder, concurrency: int, node_pool: str = "default"
+    ) -> None:
         self._kube = kube
+        self._node_pool = node_pool  # the shard's name, in the conditions' `nodePool`
         self._events = events
         self._concurrency = concurrency
         self._written: dict[str, Mapping[str, Any]] = {}  # object -> the status last written
         self.writes = 0
+
+    @property
+    def written(self) -> frozenset[str]:
+        """The objects ("Queue q", "PodGroup ns/name") this writer has written status for."""
+        return frozenset(self._written)
 
     def _differs(self, what: str, current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
         """Whether `wanted` must be written: the cache shows otherwise, or this writer last
@@ -243,7 +251,7 @@ class StatusWriter:
             if group is None:
                 continue
             current = group.get("status") or {}
-            conditions = _scheduling_conditions(current, decision, now)
+            conditions = _scheduling_conditions(current, decision, now, self._node_pool)
             wanted = {
                 "schedulingConditions": conditions,
                 "resourcesStatus": totals.get(key, StatusTotals()).resources_status(),
@@ -283,7 +291,7 @@ class StatusWriter:
 
 
 def _scheduling_conditions(
-    current: Mapping[str, Any], decision: GroupDecision, now: datetime
+    current: Mapping[str, Any], decision: GroupDecision, now: datetime, node_pool: str
 ) -> list[dict[str, Any]]:
     if decision.scheduled or not decision.reason:
         return []
@@ -295,7 +303,7 @@ def _scheduling_conditions(
     return [
         {
             "type": UNSCHEDULABLE_ON_NODE_POOL,
-            "nodePool": DEFAULT_NODE_POOL,
+            "nodePool": node_pool,
             "status": "True",
             "reasons": reasons,
             "transitionID": str(last_id + 1),

@@ -137,6 +137,7 @@ async def create_queue(
     gpu_quota: float = 0,
     gpu_limit: float = -1,
     parent: str | None = None,
+    labels: dict[str, str] | None = None,
     **spec_fields: str,
 ) -> None:
     """A queue with this GPU quota and limit; `spec_fields` are further spec fields (camelCase)."""
@@ -156,7 +157,7 @@ async def create_queue(
         {
             "apiVersion": "scheduling.run.ai/v2",
             "kind": "Queue",
-            "metadata": {"name": name},
+            "metadata": {"name": name, "labels": labels or {}},
             "spec": spec,
         },
     )

@@ -95,6 +95,43 @@ async def test_the_chart_lints_and_renders_what_manifests_ship(helm: Path, tmp_p
         ] == ("keep")
 
 
+async def test_node_pools_add_one_scheduler_deployment_per_pool(helm: Path, tmp_path: Path) -> None:
+    """Each listed pool gets its own shard (`--node-pool`, hence its own Lease); the default
+    shard's Deployment stays as it was, and the metrics Service covers every shard."""
+    shell = Shell([helm], tmp_path / "no-kubeconfig")
+    pools = "--set 'scheduler.nodePools={a,gpu-h100}'"
+    await shell.run(f"helm lint --strict {CHART} {pools}")
+    rendered = _documents(
+        await shell.run(f"helm template kai-scheduler {CHART} -n {RELEASE_NAMESPACE} {pools}")
+    )
+    plain = _documents(
+        await shell.run(f"helm template kai-scheduler {CHART} -n {RELEASE_NAMESPACE}")
+    )
+    deployments = {d["metadata"]["name"]: d for d in rendered if d["kind"] == "Deployment"}
+    schedulers = {name for name in deployments if name.startswith("kai-scheduler")}
+    assert schedulers == {"kai-scheduler", "kai-scheduler-a", "kai-scheduler-gpu-h100"}
+    assert deployments["kai-scheduler"] == _find(plain, "Deployment", "kai-scheduler")
+    selectors = []
+    for name in schedulers:
+        spec = deployments[name]["spec"]
+        args = spec["template"]["spec"]["containers"][0]["args"]
+        pool = name.removeprefix("kai-scheduler").removeprefix("-")
+        assert [a for a in args if a.startswith("--node-pool")] == (
+            [f"--node-pool={pool}"] if pool else []
+        )
+        selectors.append(spec["selector"]["matchLabels"])
+        labels = spec["template"]["metadata"]["labels"]
+        service = _find(rendered, "Service", "kai-scheduler-metrics")["spec"]["selector"]
+        assert service.items() <= labels.items()
+    assert (
+        len({json.dumps(s, sort_keys=True) for s in selectors}) == 3
+    )  # no Deployment adopts another's pods
+    refused = await shell.run(
+        f"helm template kai-scheduler {CHART} --set 'scheduler.nodePools={{A_b}}' 2>&1", check=False
+    )
+    assert "must be a DNS label" in refused
+
+
 async def test_the_rendered_chart_passes_the_api_servers_validation(
     helm: Path, kubectl: Path, namespace: str, control_plane: ClusterAccess, tmp_path: Path
 ) -> None:

@@ -93,6 +93,17 @@ def test_queue_resolution_order() -> None:
     assert planned.manifest["metadata"]["labels"]["kai.scheduler/node-pool"] == "a100"
 
 
+def test_the_owners_node_pool_wins_over_the_pods_as_in_kai() -> None:
+    """KAI's addNodePoolLabel copies the pod's pool only when the top owner has none."""
+    pod = obj("v1", "Pod", "p", template()["spec"], labels={"kai.scheduler/node-pool": "pod-pool"})
+    owner = obj("batch/v1", "Job", "j", {}, labels={"kai.scheduler/node-pool": "owner-pool"})
+    planned = plan_pod_group(pod, [owner], REGISTRY, CLASSES) or pytest.fail()
+    assert planned.manifest["metadata"]["labels"]["kai.scheduler/node-pool"] == "owner-pool"
+    unlabelled = obj("batch/v1", "Job", "j", {})
+    planned = plan_pod_group(pod, [unlabelled], REGISTRY, CLASSES) or pytest.fail()
+    assert planned.manifest["metadata"]["labels"]["kai.scheduler/node-pool"] == "pod-pool"
+
+
 def test_priority_and_preemptibility_resolution() -> None:
     pod_spec = {**template()["spec"], "priorityClassName": "build"}
     pod = obj("v1", "Pod", "p", pod_spec, labels={"kai.scheduler/preemptibility": "preemptible"})

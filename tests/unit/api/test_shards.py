@@ -1,0 +1,82 @@
+"""The node-pool cut both `kai run --node-pool` and `kai simulate --node-pool` apply (KAI's rule)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kai.api.shards import Shard, shard_objects
+
+POOL = "kai.scheduler/node-pool"
+
+
+def _meta(name: str, pool: str | None = None, **extra: Any) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, **extra}
+    if pool is not None:
+        metadata["labels"] = {POOL: pool}
+    return metadata
+
+
+def _pod(
+    name: str, pool: str | None = None, group: str | None = None, node: str | None = None
+) -> dict[str, Any]:
+    metadata = _meta(name, pool, namespace="ml")
+    if group:
+        metadata["annotations"] = {"pod-group-name": group}
+    return {"kind": "Pod", "metadata": metadata, "spec": {"nodeName": node} if node else {}}
+
+
+NODES = {"a-1": {"metadata": _meta("a-1", "a")}, "b-1": {"metadata": _meta("b-1", "b")},
+         "d-1": {"metadata": _meta("d-1")}}  # fmt: skip
+QUEUES = {"qa": {"metadata": _meta("qa", "a")}, "qd": {"metadata": _meta("qd")}}
+GROUPS = {
+    "ml/ga": {"metadata": _meta("ga", "a", namespace="ml")},
+    "ml/gd": {"metadata": _meta("gd", namespace="ml")},
+}
+PODS = {
+    "ml/ga-0": _pod("ga-0", group="ga"),  # no label of its own: its group's pool decides
+    "ml/gd-0": _pod("gd-0", pool="a", group="gd"),  # the group wins over the pod's label
+    "ml/new-a": _pod("new-a", pool="a"),  # not grouped yet: its label decides
+    "ml/new-d": _pod("new-d"),
+    "ml/lagging": _pod("lagging", pool="a", group="not-seen-yet"),
+    "ml/on-a": _pod("on-a", node="a-1"),  # someone else's pod takes pool a's capacity
+    "ml/on-b": _pod("on-b", pool="a", group="ga", node="b-1"),  # the node decides a bound pod
+}
+
+
+def test_a_pool_shard_sees_its_labelled_nodes_queues_groups_and_their_pods() -> None:
+    cut = shard_objects(Shard("a"), NODES, QUEUES, GROUPS, PODS)
+    assert set(cut.nodes) == {"a-1"}
+    assert set(cut.queues) == {"qa"}
+    assert set(cut.pod_groups) == {"ml/ga"}
+    assert set(cut.pods) == {"ml/ga-0", "ml/new-a", "ml/lagging", "ml/on-a"}
+
+
+def test_the_default_shard_sees_only_what_has_no_label() -> None:
+    cut = shard_objects(Shard(), NODES, QUEUES, GROUPS, PODS)
+    assert set(cut.nodes) == {"d-1"}
+    assert set(cut.queues) == {"qd"}
+    assert set(cut.pod_groups) == {"ml/gd"}
+    assert set(cut.pods) == {"ml/gd-0", "ml/new-d"}
+
+
+def test_no_object_is_in_two_shards_and_a_pool_without_objects_sees_nothing() -> None:
+    shards = [Shard(), Shard("a"), Shard("b")]
+    cuts = [shard_objects(s, NODES, QUEUES, GROUPS, PODS) for s in shards]
+    for kind in ("nodes", "queues", "pod_groups", "pods"):
+        seen = [key for cut in cuts for key in getattr(cut, kind)]
+        assert len(seen) == len(set(seen)), kind
+    empty = shard_objects(Shard("c"), NODES, QUEUES, GROUPS, PODS)
+    assert (empty.nodes, empty.queues, empty.pod_groups, empty.pods) == ({}, {}, {}, {})
+
+
+def test_an_empty_label_value_is_the_default_shard_and_the_key_is_configurable() -> None:
+    assert Shard().owns({"metadata": {"labels": {POOL: ""}}})
+    custom = Shard("x", label_key="example.com/pool")
+    assert custom.owns({"metadata": {"labels": {"example.com/pool": "x"}}})
+    assert not custom.owns({"metadata": {"labels": {POOL: "x"}}})
+
+
+def test_each_shard_has_its_own_lease_and_name() -> None:
+    assert Shard().lease_name("kai-scheduler") == "kai-scheduler"
+    assert Shard("a").lease_name("kai-scheduler") == "kai-scheduler-a"
+    assert (Shard().name, Shard("a").name) == ("default", "a")
