@@ -32,7 +32,6 @@ from typing import Any, TypeVar
 import yaml
 
 from kai.api.errors import ManifestError
-from kai.cli.arguments import kubeconfig_file
 from kai.cli.describe import NoDefinitionError, describe_workload
 from kai.cli.output import emit
 from kai.cli.workload_tables import (
@@ -130,7 +129,7 @@ def _target(parser: argparse.ArgumentParser) -> None:
 
 def _cluster(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--kubeconfig", type=kubeconfig_file, help="default: in-cluster, then $KUBECONFIG or ~/.kube/config"
+        "--kubeconfig", type=Path, help="default: in-cluster, then $KUBECONFIG or ~/.kube/config"
     )
     parser.add_argument(
         "--definition",
