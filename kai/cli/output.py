@@ -16,12 +16,23 @@ import structlog
 import yaml
 
 
+class _CurrentStderr:
+    """Whatever `sys.stderr` is when a line is written, not when logging was set up: a
+    command run in process (the tests) must not leave structlog holding a closed stream."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def logs_to_stderr() -> None:
     """Library logs (a retried request) on stderr, warnings only, for commands that talk to a
     cluster: structlog's default prints on stdout, into the middle of `-o json`."""
     structlog.configure(
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(_CurrentStderr()),  # type: ignore[arg-type]  # write/flush is all it uses
     )
 
 
