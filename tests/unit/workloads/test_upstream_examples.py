@@ -216,7 +216,9 @@ def at_version(obj: Mapping[str, Any], api_version: str) -> dict[str, Any]:
 
 def component(document: Document, name: str) -> dict[str, Any]:
     """The describe entry of a component or instance, by its shown name."""
-    entries = [entry for entry in document["components"] if entry["name"] == name]
+    entries: list[dict[str, Any]] = [
+        entry for entry in document["components"] if entry["name"] == name
+    ]
     assert entries, f"no component {name!r} in {[e['name'] for e in document['components']]}"
     return entries[0]
 
@@ -323,11 +325,13 @@ CASES = [
         ["Frontend"],
     ),
     # cli describe_test: "keeps a grouping component that declares its own scale": the
-    # scalinggroup component, desired 3.
+    # scalinggroup component, desired 3. Upstream's desired is a component's own scale when
+    # it has no pods beneath it; kai's describe shows that as `replicas` and keeps `pods`
+    # for pods, which a scaling group's cliques carry.
     Case(
         "grove-scaling-group",
         GROVE_SCALING_GROUP,
-        lambda d: (component(d, "sg")["component"], component(d, "sg")["pods"]),
+        lambda d: (component(d, "sg")["component"], component(d, "sg")["replicas"]),
         ("scalinggroup", 3),
     ),
     # cli describe_test: the proxy claims its pod; etcd, minio and pulsar-broker are shown.
@@ -470,6 +474,7 @@ def test_status_keys_upstream_dropped_are_accepted_with_a_warning() -> None:
         f"{base}.pending",
         f"{base}.progressing",
     ]
+    assert definition.root.status is not None
     assert {name for name, _ in definition.root.status.mappings} == {
         "Initializing",
         "Running",

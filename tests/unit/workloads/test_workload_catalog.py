@@ -2,6 +2,8 @@
 
 Expected values are worked out by hand from each manifest (replicas x GPUs per pod,
 and the gang rule of the kind, kai-semantics §14.3 / workload-definitions §9).
+Components are listed as upstream's describe lists them: every component that has a
+scale or pods, with 0 pods when the manifest leaves it out.
 """
 
 from __future__ import annotations
@@ -146,12 +148,30 @@ CASES = [
         "milvus.yaml",
         "milvus-io-milvus-v1beta1",
         [
+            ("standalone", 0, 0),  # cluster mode
             ("proxy", 2, 0),
             ("mixcoord", 1, 0),
             ("datanode", 2, 0),
             ("querynode", 3, 3),
-            ("indexnode", 1, 0),
             ("streamingnode", 2, 0),
+            ("indexnode", 1, 0),
+            # not configured: the separate coordinators, cdc and the in-cluster dependencies
+            *[
+                (name, 0, 0)
+                for name in (
+                    "rootcoord",
+                    "datacoord",
+                    "querycoord",
+                    "indexcoord",
+                    "cdc",
+                    "etcd",
+                    "minio",
+                    "pulsar-zookeeper",
+                    "pulsar-bookkeeper",
+                    "pulsar-broker",
+                    "pulsar-proxy",
+                )
+            ],
         ],
         3,
         # proxy, mixcoord and indexnode are in no gang: the default group; then one gang per node kind
@@ -161,7 +181,7 @@ CASES = [
     Expected(
         "podcliqueset.yaml",
         "grove-io-podcliqueset-v1alpha1",
-        [("podcliqueset-replica", 10, 10), ("prefill", 4, 4), ("decode", 6, 6)],
+        [("prefill", 4, 4), ("decode", 6, 6)],  # totals over the 2 replicas
         10,
         [(4, 5, [])] * 2,  # per replica: prefill minAvailable 1 + decode 3
         ["Initializing"],
@@ -185,7 +205,7 @@ CASES = [
     Expected(
         "llminferenceservice.yaml",
         "serving-kserve-io-llminferenceservice-v1alpha1",
-        [("main", 2, 2), ("prefill", 1, 1), ("router-scheduler", 1, 0)],
+        [("main", 2, 2), ("worker", 0, 0), ("prefill", 1, 1), ("router-scheduler", 1, 0)],
         3,
         [(2, 2, []), (1, 1, []), (1, 1, [])],
         ["Initializing"],
