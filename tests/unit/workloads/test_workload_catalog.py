@@ -210,6 +210,23 @@ CASES = [
         [(2, 2, []), (1, 1, []), (1, 1, [])],
         ["Undefined"],  # no status yet
     ),
+    Expected(
+        "llminferenceservice-v1alpha2.yaml",
+        "serving-kserve-io-llminferenceservice-v1alpha2",
+        # multi-node: replicas 1 x (data 4 / dataLocal 2) worker pods at 8 GPUs, no main pods
+        [("main", 0, 0), ("worker", 2, 16), ("prefill", 0, 0), ("router-scheduler", 1, 0)],
+        16,
+        [(2, 2, []), (1, 1, [])],
+        ["Initializing"],  # Ready False, MinimumReplicasUnavailable
+    ),
+    Expected(
+        "sandbox.yaml",
+        "agents-x-k8s-io-sandbox-v1beta1",
+        [("agent", 1, 1)],
+        1,
+        [(1, 1, [])],
+        ["Running"],
+    ),
 ]
 
 
