@@ -140,7 +140,8 @@ def test_a_pod_level_request_replaces_the_containers_and_the_overhead_adds_to_it
         },
     )
     parsed = parse_pod(manifest, "team-a/pg")
-    assert (parsed.request.cpu, parsed.request.memory) == (2100, 4 * GIB + 128 * MIB)
+    assert parsed.request.cpu == 2100
+    assert parsed.request.memory == 4 * GIB + 128 * MIB
     assert parsed.request.gpu == 1
 
 
