@@ -68,6 +68,7 @@ class PodSpec(WireModel):
     containers: list[Container] = Field(default_factory=list)
     init_containers: list[Container] = Field(default_factory=list)
     overhead: dict[str, Quantity] = Field(default_factory=dict)
+    resources: ResourceRequirements | None = None  # pod-level requests (KEP-2837)
     node_selector: dict[str, str] = Field(default_factory=dict)
     affinity: Affinity | None = None
     tolerations: list[Toleration] = Field(default_factory=list)

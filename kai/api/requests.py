@@ -8,7 +8,10 @@ The scheduler reserves a pod's *effective* request, not the sum of its container
   together with the sidecars (init containers with `restartPolicy: Always`) started
   before it, since those keep running;
 - sidecars also run beside the regular containers, so they add to that sum;
-- the pod needs the larger of the two phases, plus `spec.overhead` (the sandbox).
+- the pod needs the larger of the two phases, plus `spec.overhead` (the sandbox);
+- a pod-level request (`spec.resources`, KEP-2837) replaces that sum for the resources
+  it may name (cpu, memory, hugepages-*); extended resources such as GPUs always come
+  from the containers.
 
 A container that sets a limit but no request requests its limit, as the API server
 defaults it. The checks the API server makes on each container are repeated here so
@@ -40,7 +43,19 @@ def effective_requests(spec: corev1.PodSpec) -> ResourceAmounts:
             init_peak = _max(init_peak, started_sidecars)
         else:
             init_peak = _max(init_peak, _sum((requests, started_sidecars)))
-    return _sum((_max(running, init_peak), spec.overhead))
+    return _sum(({**_max(running, init_peak), **pod_level_requests(spec)}, spec.overhead))
+
+
+def pod_level_requests(spec: corev1.PodSpec) -> ResourceAmounts:
+    """The pod-level requests that stand in for the containers', each defaulted to its limit."""
+    if spec.resources is None:
+        return {}
+    declared = {**spec.resources.limits, **spec.resources.requests}
+    return {name: amount for name, amount in declared.items() if _pod_level_resource(name)}
+
+
+def _pod_level_resource(name: str) -> bool:
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
 
 
 def container_requests(container: corev1.Container) -> ResourceAmounts:
@@ -76,6 +91,17 @@ def container_errors(ref: ObjectRef, spec: corev1.PodSpec) -> list[ManifestError
     for name, amount in spec.overhead.items():
         if amount < 0:
             errors.append(ref.error(f"spec.overhead.{name}", "must not be negative"))
+    if spec.resources is not None:
+        for kind, amounts in (
+            ("requests", spec.resources.requests),
+            ("limits", spec.resources.limits),
+        ):
+            for name, amount in amounts.items():
+                field = f"spec.resources.{kind}.{name}"
+                if not _pod_level_resource(name):
+                    errors.append(ref.error(field, "must be cpu, memory or hugepages-<size>"))
+                elif amount < 0:
+                    errors.append(ref.error(field, "must not be negative"))
     return errors
 
 

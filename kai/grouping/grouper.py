@@ -19,6 +19,7 @@ from kai.grouping.context import GroupingInput
 from kai.grouping.plan import GroupDecision, PodGroupPlan, build_plan, default_group_name
 from kai.grouping.rules_batch import job_rule, jobset_rule
 from kai.grouping.rules_definition import definition_rule
+from kai.grouping.rules_grove import podcliqueset_rule
 from kai.grouping.rules_ray import ray_rule
 from kai.grouping.rules_serving import leaderworkerset_rule, per_pod_rule
 from kai.grouping.rules_training import training_rule
@@ -73,6 +74,7 @@ NATIVE_RULES: dict[tuple[str, str, str], Rule] = {
     ("ray.io", "RayService", "v1"): ray_rule,
     ("ray.io", "RayService", "v1alpha1"): ray_rule,
     ("leaderworkerset.x-k8s.io", "LeaderWorkerSet", "v1"): leaderworkerset_rule,
+    ("grove.io", "PodCliqueSet", ANY_VERSION): podcliqueset_rule,
     ("serving.knative.dev", "Service", "v1"): per_pod_rule,
     ("egx.nvidia.io", "SPOTRequest", ANY_VERSION): _default_rule(INFERENCE_PRIORITY_CLASS),
 }

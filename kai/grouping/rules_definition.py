@@ -5,9 +5,11 @@ Used for types no built-in rule covers (workload-definitions §9). The current
 listed component (each needing its subtree's gang size, which must be > 0) or with
 the whole tree's gang size. The alpha `podGroups` form finds the pod's component
 and the first member covering it, then names the group after the member's key
-values; its size is that of the member's subtree for the pod's own instance, or
-for one replica when the member is split by a replica selector. A pod that no
-member covers falls back to the default grouper.
+values; its size is that of the member's subtree (§6), for the pod's own instance
+when the member is the pod's instanced component. As in KAI, a member split into
+replica gangs by its keys is not divided: §6 sizes the whole subtree, so types
+made of identical replicas (LeaderWorkerSet, Grove) have built-in rules. A pod
+that no member covers falls back to the default grouper.
 """
 
 from __future__ import annotations
@@ -119,14 +121,10 @@ def _alpha_form(inp: GroupingInput, structure: WorkloadStructure) -> GroupDecisi
     if member is None:
         return None
     keys = [_group_key(inp, path) for path in member.group_by_key_paths]
-    member_component = definition.component(member.component)
     if member.component == component.name and component.instance_id_path is not None:
         size = structure.gang_size(component.name, instance_id=pod_instance(inp, component))
     else:
-        per_replica = bool(
-            member_component.pod_selector and member_component.pod_selector.replica_key_path
-        )
-        size = structure.gang_size(member.component, per_replica=per_replica)
+        size = structure.gang_size(member.component)
     return GroupDecision(name=_group_name(inp, keys), min_member=max(size, 1))
 
 

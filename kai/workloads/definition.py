@@ -202,6 +202,17 @@ class GangScheduling:
         return not self.pod_groups and self.pod_group is None
 
 
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Something wrong with a definition, at a dotted field path of the document."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
 @dataclass(frozen=True)
 class WorkloadDefinition:
     name: str
@@ -212,6 +223,8 @@ class WorkloadDefinition:
     origin: Origin = "catalog"
     document: dict[str, Any] = field(default_factory=dict, compare=False)
     """The definition as written, for `definitions -o yaml`."""
+    warnings: tuple[Problem, ...] = field(default=(), compare=False)
+    """What the loader accepted but ignores (keys upstream dropped from the format)."""
 
     @property
     def gvk(self) -> GVK:

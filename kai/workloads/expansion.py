@@ -4,12 +4,14 @@ The simulator has no controllers, so for each workload object it asks this modul
 what would appear in the cluster, then groups each pod with `plan_pod_group`.
 Kinds whose controllers we know are played by `kai.workloads.controllers`. Any
 other type with a definition is expanded from it: each pod-defining component
-instance becomes `replicas` pods (times the copies of enclosing components), owned
-through an object of the component's kind when it has one, and labelled so that
-the definition's own pod selectors and gang keys recognise them: a plain-path
-selector is inverted (`.metadata.labels["k"] == "v"` sets label k to v; an instance
-or replica selector sets the instance id or replica index; an existence test or a
-gang key sets the workload's name).
+instance becomes as many pods as its scale counts (a total for the workload, see
+`kai.workloads.structure`), owned through an object of the component's kind when it
+has one, and labelled so that the definition's own pod selectors and gang keys
+recognise them: a plain-path selector is inverted (`.metadata.labels["k"] == "v"`
+sets label k to v; an instance selector sets the instance id; an existence test or
+a gang key sets the workload's name). A replica selector sets the pod's replica
+index: the pods are split evenly, in order, over the copies of the nearest
+enclosing component that has one (the pods of an LWS worker over its groups).
 """
 
 from __future__ import annotations
@@ -78,23 +80,26 @@ def _from_definition(
             ):
                 owner = owned_object(component.kind.api_version, component.kind.kind, base, root)
                 objects.append(dict(owner))
-            copies = instance.scale.copies
-            for replica in range(structure.multiplier(component.name)):
-                for index in range(copies):
-                    number = replica * copies + index
-                    pod_labels, pod_annotations = _selector_metadata(
-                        definition, component, instance, replica, name_of(root)
+            pods = structure.pod_count(instance)
+            groups = _replica_groups(structure, component)
+            for number in range(pods):
+                pod_labels, pod_annotations = _selector_metadata(
+                    definition, component, instance, number * groups // pods, name_of(root)
+                )
+                objects.append(
+                    pod_from_template(
+                        instance.template, f"{base}-{number}", owner, pod_labels, pod_annotations
                     )
-                    objects.append(
-                        pod_from_template(
-                            instance.template,
-                            f"{base}-{number}",
-                            owner,
-                            pod_labels,
-                            pod_annotations,
-                        )
-                    )
+                )
     return objects
+
+
+def _replica_groups(structure: WorkloadStructure, component: ComponentDefinition) -> int:
+    """The copies of the nearest enclosing component with a replica selector, else one."""
+    for ancestor in list(structure.definition.ancestors(component.name))[1:]:
+        if ancestor.pod_selector is not None and ancestor.pod_selector.replica_key_path:
+            return max(1, sum(i.scale.copies for i in structure.instances_of(ancestor.name)))
+    return 1
 
 
 def _base_name(

@@ -7,13 +7,17 @@ cycles; at most one spec mode; `instanceIdPath` paired with an instance selector
 gang members that exist; every jq program read-only; write paths that are plain
 paths. Every problem is collected (not just the first) and named by its field
 path in the document, so `kai workload validate` can list them all.
+
+Status keys that upstream has since dropped from the format (`pending`,
+`progressing`) are not problems: older definitions still carry them and upstream's
+loader ignores unknown keys, so they are accepted, ignored and reported as
+warnings on the definition.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kai.workloads.definition import (
@@ -27,6 +31,7 @@ from kai.workloads.definition import (
     Origin,
     PodGroupInstruction,
     PodSelector,
+    Problem,
     ScaleDefinition,
     SpecDefinition,
     StatusDefinition,
@@ -53,6 +58,8 @@ STATUS_KEYS = (
     "suspending",
     "resuming",
 )
+DROPPED_STATUS_KEYS = ("pending", "progressing")
+"""Status keys of earlier versions of the format, which upstream no longer maps."""
 _FRAGMENT_FIELDS = {
     "schedulerNamePath": "scheduler_name",
     "labelsPath": "labels",
@@ -67,17 +74,6 @@ _FRAGMENT_FIELDS = {
     "imagePath": "image",
 }
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One reason a definition is invalid, at a dotted field path of the document."""
-
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
 
 
 class InvalidDefinitionError(ValueError):
@@ -154,6 +150,7 @@ def _read(
         gang=gang,
         origin=origin,
         document=document,
+        warnings=tuple(reader.warnings),
     )
     return definition, []
 
@@ -164,9 +161,13 @@ class _Reader:
     def __init__(self, jq: JqEvaluator) -> None:
         self.jq = jq
         self.problems: list[Problem] = []
+        self.warnings: list[Problem] = []
 
     def problem(self, path: str, message: str) -> None:
         self.problems.append(Problem(path or "<document>", message))
+
+    def warning(self, path: str, message: str) -> None:
+        self.warnings.append(Problem(path, message))
 
     def mapping(self, value: Any, path: str, required: bool = False) -> dict[str, Any] | None:
         if value is None:
@@ -396,7 +397,12 @@ def _status(reader: _Reader, raw: dict[str, Any], path: str) -> StatusDefinition
     condition_fields = {"typeFieldName", "statusFieldName", "messageFieldName", "reasonFieldName"}
     reader.known_keys(conditions, f"{path}.conditionsDefinition", {"path", *condition_fields})
     mappings_raw = reader.mapping(raw.get("statusMappings"), f"{path}.statusMappings", True) or {}
-    reader.known_keys(mappings_raw, f"{path}.statusMappings", set(STATUS_KEYS))
+    reader.known_keys(mappings_raw, f"{path}.statusMappings", {*STATUS_KEYS, *DROPPED_STATUS_KEYS})
+    for key in DROPPED_STATUS_KEYS:
+        if key in mappings_raw:
+            reader.warning(
+                f"{path}.statusMappings.{key}", "is no longer a status of the format; ignored"
+            )
     mappings = []
     for key in STATUS_KEYS:
         matchers = [

@@ -6,9 +6,16 @@ results gives one value per instance, zipped by position with the ids of
 `instanceIdPath`. Templates come out in one shape, `{metadata, spec}`, whichever
 spec mode the definition uses. The gang size of a subtree follows §6.
 
-A pod-defining instance whose template path yields nothing does not exist (a
-PyTorchJob without a Master has no master pods), so it counts for neither pods nor
-gang size.
+Counts are totals, as upstream's catalog writes them: a component's scale paths give
+every pod of that component in the workload (the LeaderWorkerSet worker's
+`replicas * (size - 1)`), so nothing is multiplied by the enclosing components.
+A count that is not given is the minimum, else one.
+
+What exists follows upstream's describe. A pod-defining instance whose template path
+yields nothing is still an instance, with no pods (a PyTorchJob without a Master, a
+Milvus whose etcd is not configured): it counts for neither pods nor gang size. A
+logical component with neither a scale nor children describes nothing and has no
+instance (a Deployment's ReplicaSet).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from typing import Any
 
 from kai.api.errors import ManifestError
 from kai.workloads.definition import ComponentDefinition, SpecDefinition, WorkloadDefinition
+from kai.workloads.fragments import fragmented_template
 from kai.workloads.jqeval import JqError, JqEvaluator
 from kai.workloads.objects import object_ref
 
@@ -31,8 +39,15 @@ class Scale:
 
     @property
     def copies(self) -> int:
-        """How many copies exist: the replicas, or one when the count is not given."""
-        return 1 if self.replicas is None else self.replicas
+        """How many copies exist: the replicas, else the minimum, else one."""
+        if self.replicas is not None:
+            return self.replicas
+        return 1 if self.min_replicas is None else self.min_replicas
+
+    @property
+    def given(self) -> bool:
+        """Whether the workload states any count (a fragmented template exists then)."""
+        return any(v is not None for v in (self.replicas, self.min_replicas, self.max_replicas))
 
     @property
     def gang_size(self) -> int:
@@ -46,8 +61,13 @@ class Scale:
 class ComponentInstance:
     component: ComponentDefinition
     instance_id: str
-    template: dict[str, Any] | None  # {metadata, spec}; None for a logical component
+    template: dict[str, Any] | None  # {metadata, spec}; None: logical, or its pods not described
     scale: Scale
+
+    @property
+    def has_pods(self) -> bool:
+        """Whether the instance stands for pods: it defines them and its template was found."""
+        return self.component.defines_pods and self.template is not None
 
 
 @dataclass(frozen=True)
@@ -59,38 +79,19 @@ class WorkloadStructure:
     def instances_of(self, component: str) -> tuple[ComponentInstance, ...]:
         return self.instances.get(component, ())
 
-    def multiplier(self, component: str) -> int:
-        """Copies of the enclosing structure: the product of the ancestors' replicas bar root."""
-        product = 1
-        for ancestor in list(self.definition.ancestors(component))[1:]:
-            if ancestor.owner is None:
-                break
-            product *= sum(instance.scale.copies for instance in self.instances_of(ancestor.name))
-        return product
-
     def pod_count(self, instance: ComponentInstance) -> int:
-        """Pods one instance of a pod-defining component stands for, over all enclosing copies."""
-        if not instance.component.defines_pods:
-            return 0
-        return self.multiplier(instance.component.name) * instance.scale.copies
+        """Pods an instance stands for in the whole workload: its copies, if it has pods."""
+        return instance.scale.copies if instance.has_pods else 0
 
-    def gang_size(
-        self, component: str, instance_id: str | None = None, per_replica: bool = False
-    ) -> int:
-        """§6: the subtree size of `component`, or of one of its instances.
-
-        `per_replica` drops the component's own replica factor, for gangs formed per
-        replica of an identical sub-structure (one per LWS group).
-        """
+    def gang_size(self, component: str, instance_id: str | None = None) -> int:
+        """§6: the subtree size of `component`, or of one of its instances."""
         if not self.definition.has_scale():
             return self._pod_defining_leaf_instances(component)
         own = sum(
             instance.scale.gang_size
-            for instance in self.instances_of(component)
+            for instance in self._counted(component)
             if instance_id is None or instance.instance_id == instance_id
         )
-        if per_replica:
-            own = 0
         children = sum(
             self.gang_size(child.name) for child in self.definition.children_of(component)
         )
@@ -104,8 +105,16 @@ class WorkloadStructure:
         children = self.definition.children_of(component)
         if not children:
             definition = self.definition.component(component)
-            return len(self.instances_of(component)) if definition.defines_pods else 0
+            return len(self._counted(component)) if definition.defines_pods else 0
         return sum(self._pod_defining_leaf_instances(child.name) for child in children)
+
+    def _counted(self, component: str) -> list[ComponentInstance]:
+        """The instances that count for gang size: logical ones, or those with pods."""
+        return [
+            instance
+            for instance in self.instances_of(component)
+            if instance.has_pods or not instance.component.defines_pods
+        ]
 
 
 def extract_structure(
@@ -137,17 +146,22 @@ class _Extractor:
         self.ids = self._instance_ids()
 
     def instances(self) -> tuple[ComponentInstance, ...]:
-        templates = self._templates()
+        if self._describes_nothing():
+            return ()
         scales = self._scales()
-        instances = []
-        for index, instance_id in enumerate(self.ids):
-            template = templates[index]
-            if self.component.defines_pods and template is None:
-                continue
-            instances.append(
-                ComponentInstance(self.component, instance_id, template, scales[index])
-            )
-        return tuple(instances)
+        templates = self._templates(scales)
+        return tuple(
+            ComponentInstance(self.component, instance_id, templates[index], scales[index])
+            for index, instance_id in enumerate(self.ids)
+        )
+
+    def _describes_nothing(self) -> bool:
+        component = self.component
+        return (
+            not component.defines_pods
+            and component.scale is None
+            and not self.definition.children_of(component.name)
+        )
 
     def error(self, field: str, message: str) -> ManifestError:
         return object_ref(self.obj).error(
@@ -182,7 +196,7 @@ class _Extractor:
             raise self.error("instanceIdPath", f"instance ids must be strings, got {ids!r}")
         return [str(value) for value in ids]
 
-    def _templates(self) -> list[dict[str, Any] | None]:
+    def _templates(self, scales: list[Scale]) -> list[dict[str, Any] | None]:
         spec = self.component.spec
         if spec is None:
             return [None] * len(self.ids)
@@ -193,7 +207,7 @@ class _Extractor:
             return [self._template_spec(value) for value in values]
         if spec.fragmented is None:
             return self._pod_spec_mode(spec)
-        return self._fragmented_mode(spec)
+        return self._fragmented_mode(spec, scales)
 
     def _template_spec(self, value: Any) -> dict[str, Any] | None:
         if value is None:
@@ -227,7 +241,9 @@ class _Extractor:
             )
         return templates
 
-    def _fragmented_mode(self, spec: SpecDefinition) -> list[dict[str, Any] | None]:
+    def _fragmented_mode(
+        self, spec: SpecDefinition, scales: list[Scale]
+    ) -> list[dict[str, Any] | None]:
         fragments = spec.fragmented
         assert fragments is not None
         field = "specDefinition.fragmentedPodSpecDefinition"
@@ -249,7 +265,9 @@ class _Extractor:
             "image": values("imagePath", fragments.image),
         }
         return [
-            _fragmented_template({name: column[index] for name, column in columns.items()})
+            fragmented_template(
+                {name: column[index] for name, column in columns.items()}, scales[index].given
+            )
             for index in range(len(self.ids))
         ]
 
@@ -287,36 +305,3 @@ class _Extractor:
                 f"scaleDefinition.{name}", f"must be a whole number >= 0, got {value!r}"
             )
         return int(number)
-
-
-def _fragmented_template(values: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A pod template assembled from scattered fields; None when none of them is present."""
-    if all(value is None for value in values.values()):
-        return None
-    containers: list[dict[str, Any]]
-    if isinstance(values["containers"], list):
-        containers = [dict(c) for c in values["containers"] if isinstance(c, Mapping)]
-    elif isinstance(values["container"], Mapping):
-        containers = [dict(values["container"])]
-    else:
-        containers = [{"name": "main"}]
-    if values["resources"] is not None and "resources" not in containers[0]:
-        containers[0]["resources"] = values["resources"]
-    if values["image"] is not None and "image" not in containers[0]:
-        containers[0]["image"] = values["image"]
-    spec: dict[str, Any] = {"containers": containers}
-    for key in ("schedulerName", "priorityClassName", "resourceClaims"):
-        if values[key] is not None:
-            spec[key] = values[key]
-    affinity = {
-        key: values[key] for key in ("podAffinity", "nodeAffinity") if values[key] is not None
-    }
-    if affinity:
-        spec["affinity"] = affinity
-    return {
-        "metadata": {
-            "labels": dict(values["labels"] or {}),
-            "annotations": dict(values["annotations"] or {}),
-        },
-        "spec": spec,
-    }

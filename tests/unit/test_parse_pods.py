@@ -129,6 +129,32 @@ def test_overhead_is_added_and_limits_stand_in_for_missing_requests() -> None:
     assert parsed.request.memory == GIB + 64 * MIB
 
 
+def test_a_pod_level_request_replaces_the_containers_and_the_overhead_adds_to_it() -> None:
+    # workload-map's describe test: pod-level 2 cpu / 4Gi over containers asking 500m / 1Gi,
+    # plus 100m / 128Mi overhead; the GPU still comes from the container (KEP-2837).
+    manifest = pod(
+        containers=[container(cpu="500m", memory="1Gi", **{"nvidia.com/gpu": "1"})],
+        spec={
+            "overhead": {"cpu": "100m", "memory": "128Mi"},
+            "resources": {"requests": {"cpu": "2", "memory": "4Gi"}},
+        },
+    )
+    parsed = parse_pod(manifest, "team-a/pg")
+    assert parsed.request.cpu == 2100
+    assert parsed.request.memory == 4 * GIB + 128 * MIB
+    assert parsed.request.gpu == 1
+
+
+def test_a_pod_level_limit_stands_in_for_its_missing_request() -> None:
+    manifest = pod(containers=[container(cpu="1")], spec={"resources": {"limits": {"cpu": "3"}}})
+    assert parse_pod(manifest, "team-a/pg").request.cpu == 3000
+
+
+def test_a_pod_level_request_for_an_extended_resource_is_an_error() -> None:
+    manifest = pod(spec={"resources": {"requests": {"nvidia.com/gpu": "1"}}})
+    assert fields(parse_error(manifest)) == ["spec.resources.requests.nvidia.com/gpu"]
+
+
 def test_cpu_rounds_up_to_whole_millicores() -> None:
     assert parse_pod(pod(containers=[container(cpu="1n")]), "team-a/pg").request.cpu == 1
 

@@ -449,3 +449,73 @@ def test_two_controller_owners_is_an_error() -> None:
     ]
     with pytest.raises(GroupingError, match="2 owners"):
         resolve_owner_chain(pod, [])
+
+
+def test_grove_gang_per_replica_needs_each_cliques_min_available() -> None:
+    pcs = obj(
+        "grove.io/v1alpha1",
+        "PodCliqueSet",
+        "p",
+        {
+            "replicas": 2,
+            "template": {
+                "cliques": [
+                    {"name": "prefill", "spec": {"replicas": 2, "podSpec": template()["spec"]}},
+                    {
+                        "name": "decode",
+                        "spec": {"replicas": 3, "minAvailable": 1, "podSpec": template()["spec"]},
+                    },
+                ]
+            },
+        },
+    )
+    planned = plans(pcs)
+    # prefill's minAvailable defaults to its replicas (2), decode needs 1: 3 of 5 pods per replica
+    assert sorted((p.name, spec(p)["minMember"]) for p in planned) == sorted(
+        [("pg-uid-p-p-0", 3)] * 5 + [("pg-uid-p-p-1", 3)] * 5
+    )
+
+
+REPLICATED_DEFINITION = """
+apiVersion: run.ai/v1alpha1
+kind: Karta
+metadata: {name: e2e-example-com-shardset-v1}
+spec:
+  structureDefinition:
+    rootComponent:
+      name: shardset
+      kind: {group: e2e.example.com, version: v1, kind: ShardSet}
+      statusDefinition: {statusMappings: {}}
+    childComponents:
+    - name: shard
+      ownerRef: shardset
+      scaleDefinition: {replicasPath: ".spec.shards"}
+      podSelector: {replicaSelector: {keyPath: '.metadata.labels["e2e.example.com/shard"]'}}
+    - name: server
+      ownerRef: shard
+      specDefinition: {podTemplateSpecPath: .spec.template}
+      scaleDefinition: {replicasPath: ".spec.shards * .spec.serversPerShard"}
+"""
+
+
+def test_expansion_splits_a_components_pods_over_the_replicas_of_its_group() -> None:
+    jq = JqEvaluator()
+    registry = DefinitionRegistry(
+        cluster=[load_definition(yaml.safe_load(REPLICATED_DEFINITION), jq, "cluster")], jq=jq
+    )
+    shards = obj(
+        "e2e.example.com/v1",
+        "ShardSet",
+        "s",
+        {"shards": 2, "serversPerShard": 3, "template": template()},
+    )
+    pods = [o for o in expand_workload(shards, registry) if o["kind"] == "Pod"]
+    # the replica count is the total for the workload: 2 shards x 3 servers, 3 in each shard
+    assert [p["metadata"]["labels"]["e2e.example.com/shard"] for p in pods] == [
+        "0",
+        "0",
+        "0",
+        "1",
+        "1",
+        "1",
+    ]
