@@ -187,6 +187,8 @@ def _validate(args: argparse.Namespace) -> int:
             kind = document["spec"]["structureDefinition"]["rootComponent"]["kind"]
             gvk = f"{kind.get('group') or 'core'}/{kind['version']}, Kind={kind['kind']}"
             print(f"OK: {args.file} is a valid Karta definition (GVK: {gvk})")
+            for warning in load_definition(document, jq, "file").warnings:
+                print(f"  warning: {warning}")
     return code
 
 

@@ -15,6 +15,7 @@ from kai.cli.workload_live import version_priority
 from kai.workloads.catalog import load_catalog
 from kai.workloads.jqeval import JqEvaluator
 from kai.workloads.loader import load_definition
+from tests.unit.workloads.upstream_material import definition_document
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "workloads"
 
@@ -261,3 +262,20 @@ def test_the_most_stable_version_sorts_first() -> None:
         "v1alpha1",
         "preview",
     ]
+
+
+def test_validate_names_the_keys_upstream_dropped_but_accepts_the_definition(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = definition_document("apps-deployment-v1")
+    status = document["spec"]["structureDefinition"]["rootComponent"]["statusDefinition"]
+    status["statusMappings"]["pending"] = [
+        {"byConditions": [{"type": "Available", "status": "False"}]}
+    ]
+    path = tmp_path / "old.yaml"
+    path.write_text(yaml.safe_dump(document))
+    assert run("validate", str(path)) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"OK: {path} is a valid Karta definition")
+    assert "warning: spec.structureDefinition.rootComponent.statusDefinition" in out
+    assert "statusMappings.pending" in out
