@@ -22,7 +22,7 @@ import structlog
 
 from kai.admission.handlers import admission_registry
 from kai.kube.client import Kube, connect
-from kai.kube.kopf_login import register_login
+from kai.kube.kopf_process import register_login, run_kopf
 
 log = structlog.get_logger(__name__)
 
@@ -98,15 +98,4 @@ async def run_webhook(config: WebhookConfig) -> int:
         pkeyfile=str(config.key_file) if config.key_file else None,
         file_check_interval=10.0,
     )
-    try:
-        await kopf.operator(
-            registry=registry,
-            settings=settings,
-            standalone=True,
-            clusterwide=True,
-            liveness_endpoint=config.liveness_endpoint,
-        )
-    except Exception as error:  # a startup handler failed: kopf has logged which and why
-        log.error("kai webhook did not start", error=str(error))
-        return 1
-    return 0
+    return 0 if await run_kopf(registry, settings, config.liveness_endpoint) else 1

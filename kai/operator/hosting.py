@@ -1,6 +1,6 @@
 """`kai run` as a kopf operator: kopf runs the process, the scheduler runs inside it.
 
-kopf owns what it does well: logging in (through kubernetes-asyncio, `kai.kube.kopf_login`),
+kopf owns what it does well: logging in (through kubernetes-asyncio, `kai.kube.kopf_process`),
 the process lifecycle (signals, startup, cleanup), and the liveness endpoint, whose
 probe handler reports the scheduler's cycles. It runs standalone: kopf's peering
 pauses every replica at equal priority and has no fencing, so which replica
@@ -25,7 +25,7 @@ from typing import Any
 import kopf
 import structlog
 
-from kai.kube.kopf_login import register_login
+from kai.kube.kopf_process import register_login, run_kopf
 from kai.operator.app import Operator, run_operator
 from kai.operator.config import OperatorConfig
 
@@ -52,17 +52,7 @@ async def run_hosted(config: OperatorConfig, liveness_endpoint: str | None) -> i
     settings = kopf.OperatorSettings()
     settings.scanning.disabled = True  # no resource handlers: nothing to discover or watch
     settings.posting.enabled = False  # kai posts its own Events (`kai.operator.events`)
-    try:
-        await kopf.operator(
-            registry=registry,
-            settings=settings,
-            standalone=True,
-            clusterwide=True,
-            liveness_endpoint=liveness_endpoint,
-            stop_flag=hosted.stop,
-        )
-    except Exception as error:  # a startup handler failed: kopf has logged which and why
-        log.error("kai run did not start", error=str(error))
+    if not await run_kopf(registry, settings, liveness_endpoint, hosted.stop):
         return 1
     if hosted.failure is not None:
         log.error("scheduler stopped", error=repr(hosted.failure))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from kai.kube.kopf_login import connection_info
+from kai.kube.kopf_process import connection_info
 
 
 def _kubeconfig(path: Path, user: dict[str, str], cluster: dict[str, object]) -> Path:
