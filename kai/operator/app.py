@@ -125,6 +125,7 @@ async def run_operator(
             config.reservation_namespace,
             config.write_concurrency,
             config.burst_pods,
+            config.node_pool_label,
         )
         loop = SchedulingLoop(
             cache=cache,
