@@ -49,6 +49,13 @@ class Shard:
         """A node, queue or PodGroup (or a not yet grouped pod) of this shard."""
         return self.pool_of(manifest) == self.pool
 
+    def labels_on_bind(self, pod: Manifest) -> dict[str, str]:
+        """The labels a bind by this shard writes on the pod (KAI's `nodePoolLabelsChange`):
+        its pool, unless the pod carries it already; the default shard writes none."""
+        if self.pool is None or self.pool_of(pod) == self.pool:
+            return {}
+        return {self.label_key: self.pool}
+
     def lease_name(self, base: str) -> str:
         """Each shard elects its own leader: the pool's Lease is the base name suffixed."""
         return f"{base}-{self.pool}" if self.pool else base

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
             documents = shard_documents(
                 documents, Shard(args.node_pool or None, args.node_pool_label)
             )
-        snapshot = load_scenario(documents, now)
+        snapshot = load_scenario(documents, now, args.node_pool_label)
     except (InputError, InvalidScenarioError) as error:
         print(str(error), file=sys.stderr)
         return EXIT_INVALID

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kai.api.constants import BUILD_PRIORITY_CLASS, INFERENCE_PRIORITY_CLASS
+from kai.api.shards import NODE_POOL_LABEL_KEY
 from kai.grouping.context import GroupingInput
 from kai.grouping.plan import GroupDecision, PodGroupPlan, build_plan, default_group_name
 from kai.grouping.rules_batch import job_rule, jobset_rule
@@ -98,8 +99,12 @@ def plan_pod_group(
     owner_chain: Sequence[Mapping[str, Any]],
     registry: DefinitionRegistry,
     priority_classes: Mapping[str, int],
+    node_pool_label: str = NODE_POOL_LABEL_KEY,
 ) -> PodGroupPlan | None:
     """The PodGroup `pod` belongs to; None when the pod or an owner opts out.
+
+    The group takes the pod's node pool under `node_pool_label` when the top owner
+    names none (KAI's `addNodePoolLabel`, with its `nodePoolLabelKey`).
 
     `owner_chain` runs from the pod's controller owner up to the top owner (empty for
     an owner-less pod). A pod or owner annotated `kai.scheduler/skip-podgrouper: "true"`
@@ -112,7 +117,7 @@ def plan_pod_group(
         return None
     inp = _delegated(GroupingInput(pod, tuple(owner_chain), registry))
     decision = _decide(inp)
-    return build_plan(pod, inp.top, decision, priority_classes)
+    return build_plan(pod, inp.top, decision, priority_classes, node_pool_label)
 
 
 def rule_for(api_version: str, kind: str) -> Rule | None:

@@ -22,6 +22,7 @@ from kai.api.constants import (
     SUBGROUP_LABEL,
     TRAIN_PRIORITY_CLASS,
 )
+from kai.api.shards import NODE_POOL_LABEL_KEY
 from kai.workloads.objects import (
     annotations_of,
     gvk_of,
@@ -33,7 +34,6 @@ from kai.workloads.objects import (
 
 TOP_OWNER_METADATA_ANNOTATION = "kai.scheduler/top-owner-metadata"
 PROJECT_LABEL = "project"
-NODE_POOL_LABEL = "kai.scheduler/node-pool"
 PRIORITY_CLASS_LABEL = "priorityClassName"
 PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
 DEFAULT_QUEUE = "default-queue"
@@ -98,11 +98,16 @@ def build_plan(
     top_owner: Mapping[str, Any],
     decision: GroupDecision,
     priority_classes: Mapping[str, int],
+    node_pool_label: str = NODE_POOL_LABEL_KEY,
 ) -> PodGroupPlan:
-    """The full plan for `pod`, whose gang `decision` describes, owned by `top_owner`."""
+    """The full plan for `pod`, whose gang `decision` describes, owned by `top_owner`.
+
+    `node_pool_label` is the label naming a node pool (`--node-pool-label`, KAI's
+    `nodePoolLabelKey`): the group takes the pod's pool under it, and a `project`
+    queue is suffixed with it."""
     namespace = namespace_of(pod)
     spec: dict[str, Any] = {
-        "queue": _queue(top_owner, pod),
+        "queue": _queue(top_owner, pod, node_pool_label),
         "priorityClassName": decision.priority_class_override
         or _priority_class(top_owner, pod, decision.default_priority_class, priority_classes),
     }
@@ -125,9 +130,9 @@ def build_plan(
     if decision.subgroups:
         spec["subGroups"] = [_subgroup_manifest(sub) for sub in decision.subgroups]
     group_labels = dict(labels_of(top_owner))
-    node_pool = labels_of(pod).get(NODE_POOL_LABEL)
-    if node_pool and NODE_POOL_LABEL not in group_labels:  # the owner's pool wins (KAI)
-        group_labels[NODE_POOL_LABEL] = node_pool
+    node_pool = labels_of(pod).get(node_pool_label)
+    if node_pool and node_pool_label not in group_labels:  # the owner's pool wins (KAI)
+        group_labels[node_pool_label] = node_pool
     group_labels.update(decision.extra_labels)
     group_annotations = {
         **owner_annotations,
@@ -175,7 +180,7 @@ def _subgroup_manifest(sub: SubGroupSpec) -> dict[str, Any]:
     return manifest
 
 
-def _queue(owner: Mapping[str, Any], pod: Mapping[str, Any]) -> str:
+def _queue(owner: Mapping[str, Any], pod: Mapping[str, Any], node_pool_label: str) -> str:
     """Owner queue label, pod queue label, `project` (with the pod's node pool), default-queue."""
     owner_labels, pod_labels = labels_of(owner), labels_of(pod)
     for source in (owner_labels, pod_labels):
@@ -183,7 +188,7 @@ def _queue(owner: Mapping[str, Any], pod: Mapping[str, Any]) -> str:
             return source[QUEUE_LABEL]
     project = owner_labels.get(PROJECT_LABEL) or pod_labels.get(PROJECT_LABEL)
     if project:
-        node_pool = pod_labels.get(NODE_POOL_LABEL)
+        node_pool = pod_labels.get(node_pool_label)
         return f"{project}-{node_pool}" if node_pool else project
     return DEFAULT_QUEUE
 

@@ -125,12 +125,15 @@ async def run_operator(
             config.reservation_namespace,
             config.write_concurrency,
             config.burst_pods,
+            config.node_pool_label,
         )
         loop = SchedulingLoop(
             cache=cache,
             builder=SnapshotBuilder(config.reservation_namespace),
             grouper=grouper,
-            binder=Binder(kube, sharing, backoff, events, config.bind_concurrency, is_leader),
+            binder=Binder(
+                kube, sharing, backoff, events, config.bind_concurrency, is_leader, config.shard
+            ),
             sharing=sharing,
             status=StatusWriter(kube, events, config.write_concurrency, config.shard.name),
             stamps=StampWriter(kube, config.write_concurrency),

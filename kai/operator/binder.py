@@ -30,6 +30,11 @@ Each bind is isolated: an unexpected exception is logged with the pod and counts
 as a refusal (or as an unknown answer once the Binding may have been sent); every
 other bind goes on and is reported.
 
+A pod bound by a pool's shard is then labelled with the pool, when it does not carry
+it already (KAI's scheduler does the same once its BindRequest is created): a
+Binding carries annotations only, so it is a patch after the bind, with the pod's
+uid as precondition. Its failure is logged and leaves the bind as it is.
+
 Evictions follow KAI's evictor: the pod gets the `DisruptionTarget` condition,
 then is deleted; each eviction is isolated the same way.
 """
@@ -49,6 +54,7 @@ from typing import Any
 
 import structlog
 
+from kai.api.shards import Shard
 from kai.engine.cycle import Binding
 from kai.engine.evictions.decisions import Eviction
 from kai.engine.model import Pod, PodGroup
@@ -147,8 +153,10 @@ class Binder:
         events: EventRecorder,
         concurrency: int,
         is_leader: Callable[[], bool],
+        shard: Shard | None = None,
     ) -> None:
         self._kube = kube
+        self._shard = shard or Shard()
         self._sharing = sharing
         self._backoff = backoff
         self._events = events
@@ -218,6 +226,29 @@ class Binder:
         await asyncio.gather(*(send(job) for job in ready))
 
     async def _send(
+        self,
+        job: SentBind,
+        manifests: Mapping[str, Mapping[str, Any]],
+        reservations: Mapping[str, Mapping[str, Any]],
+        report: BindReport,
+    ) -> None:
+        """One bind, then the shard's pool label on the pod if the bind is known to be made."""
+        await self._bind_one(job, manifests, reservations, report)
+        if job.pod.key in report.bound:
+            await self._label_pool(job.pod, manifests.get(job.pod.key) or {})
+
+    async def _label_pool(self, pod: Pod, manifest: Mapping[str, Any]) -> None:
+        labels = self._shard.labels_on_bind(manifest)
+        if not labels:
+            return
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
+        async with self._slots:
+            try:
+                await self._kube.merge_patch(path, {"metadata": {"uid": pod.uid, "labels": labels}})
+            except Exception as error:  # the pod is bound all the same
+                log.warning("pool label not written on a bound pod", pod=pod.key, error=str(error))
+
+    async def _bind_one(
         self,
         job: SentBind,
         manifests: Mapping[str, Mapping[str, Any]],

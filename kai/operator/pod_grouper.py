@@ -36,8 +36,8 @@ import structlog
 
 from kai.api.constants import POD_GROUP_ANNOTATION, QUEUE_LABEL, SCHEDULER_NAME
 from kai.api.errors import ManifestError
+from kai.api.shards import NODE_POOL_LABEL_KEY
 from kai.grouping import GroupingError, PodGroupPlan, plan_pod_group
-from kai.grouping.plan import NODE_POOL_LABEL
 from kai.kube.client import ApiError, Kube
 from kai.kube.owners import OwnerChainError, OwnerReader
 from kai.operator.burst import first_in_line
@@ -51,7 +51,6 @@ from kai.workloads.registry import DefinitionRegistry, DuplicateDefinitionError
 log = structlog.get_logger(__name__)
 
 PRESERVED_SPEC_FIELDS = ("queue", "markUnschedulable", "schedulingBackoff")
-PRESERVED_LABELS = (NODE_POOL_LABEL, QUEUE_LABEL)
 _CONFLICT = 409
 
 
@@ -94,8 +93,10 @@ class PodGrouper:
         reservation_namespace: str,
         concurrency: int,
         burst_limit: int = 0,
+        node_pool_label: str = NODE_POOL_LABEL_KEY,
     ) -> None:
         self._kube = kube
+        self._node_pool_label = node_pool_label  # copied from the pod onto its group (KAI)
         self._owners = owners
         self._burst_limit = burst_limit  # new pods grouped per cycle; 0: all (kai.operator.burst)
         self._events = events
@@ -136,7 +137,9 @@ class PodGrouper:
 
     def writes(self, view: ClusterView, plans: Mapping[str, PodGroupPlan]) -> GroupWrites:
         """The writes of this cycle's new plans; enter it to start them (see GroupWrites)."""
-        return GroupWrites(self._kube, view, plans, self._concurrency, self._settle)
+        return GroupWrites(
+            self._kube, view, plans, self._concurrency, self._settle, self._node_pool_label
+        )
 
     def _settle(self, key: str, uid: str, plan: PodGroupPlan, outcome: Written) -> None:
         if outcome is Written.GROUP_REFUSED:
@@ -212,7 +215,7 @@ class PodGrouper:
     ) -> PodGroupPlan | None:
         try:
             chain = await self._owners.chain(pod)
-            return plan_pod_group(pod, chain, registry, priority_classes)
+            return plan_pod_group(pod, chain, registry, priority_classes, self._node_pool_label)
         except (GroupingError, OwnerChainError, ManifestError) as error:
             self._report(pod, str(error))
         except ApiError as error:
@@ -253,8 +256,10 @@ class GroupWrites:
         plans: Mapping[str, PodGroupPlan],
         concurrency: int,
         settle: Callable[[str, str, PodGroupPlan, Written], None],
+        node_pool_label: str = NODE_POOL_LABEL_KEY,
     ) -> None:
         self._kube = kube
+        self._node_pool_label = node_pool_label
         self._view = view
         self._plans = plans
         self._settle = settle
@@ -313,12 +318,12 @@ class GroupWrites:
         write = (
             partial(self._create, key, plan, starts)
             if existing is None
-            else _group_updater(self._kube, existing, plan)
+            else _group_updater(self._kube, existing, plan, self._node_pool_label)
         )
         self._groups[key] = self._tasks.create_task(self._bounded(key, "PodGroup", write))
 
     async def _create(self, key: str, plan: PodGroupPlan, starts: Mapping[str, str]) -> None:
-        if await _create_pod_group(self._kube, plan, starts) and starts:
+        if await _create_pod_group(self._kube, plan, starts, self._node_pool_label) and starts:
             self.stamped[key] = starts
 
     async def finish(self, bound: Collection[str]) -> None:
@@ -377,7 +382,9 @@ def _collection(plan: PodGroupPlan) -> str:
     return f"/apis/scheduling.run.ai/v2alpha2/namespaces/{plan.namespace}/podgroups"
 
 
-async def _create_pod_group(kube: Kube, plan: PodGroupPlan, annotations: Mapping[str, str]) -> bool:
+async def _create_pod_group(
+    kube: Kube, plan: PodGroupPlan, annotations: Mapping[str, str], node_pool_label: str
+) -> bool:
     """Creates the PodGroup with these extra annotations: True. False: it existed (an
     earlier incarnation created it, and the cache does not show it yet), and it is
     brought to the plan without them."""
@@ -388,7 +395,7 @@ async def _create_pod_group(kube: Kube, plan: PodGroupPlan, annotations: Mapping
         if error.status != _CONFLICT:
             raise
         current = await kube.get(f"{collection}/{plan.name}")
-        patch = update_patch(current, plan)
+        patch = update_patch(current, plan, node_pool_label)
         if patch is not None:
             await kube.merge_patch(f"{collection}/{plan.name}", patch)
         return False
@@ -396,10 +403,10 @@ async def _create_pod_group(kube: Kube, plan: PodGroupPlan, annotations: Mapping
 
 
 def _group_updater(
-    kube: Kube, existing: Mapping[str, Any], plan: PodGroupPlan
+    kube: Kube, existing: Mapping[str, Any], plan: PodGroupPlan, node_pool_label: str
 ) -> Callable[[], Awaitable[object]] | None:
     """Brings an existing PodGroup to the plan; None if nothing to do."""
-    patch = update_patch(existing, plan)
+    patch = update_patch(existing, plan, node_pool_label)
     if patch is None:
         return None
     return lambda: kube.merge_patch(f"{_collection(plan)}/{plan.name}", patch)
@@ -427,10 +434,14 @@ def _pod_patcher(
     return lambda: kube.merge_patch(path, patch)
 
 
-def update_patch(existing: Mapping[str, Any], plan: PodGroupPlan) -> dict[str, Any] | None:
+def update_patch(
+    existing: Mapping[str, Any], plan: PodGroupPlan, node_pool_label: str = NODE_POOL_LABEL_KEY
+) -> dict[str, Any] | None:
     """The merge patch that brings an existing PodGroup to the plan, or None if it is there.
 
-    What KAI's grouper preserves on update is taken from the existing object.
+    What KAI's grouper preserves on update is taken from the existing object: the spec
+    fields users may change, and the node-pool (under the configured key, as KAI's
+    PodGroupHandler) and queue labels.
     """
     current_spec = dict(existing.get("spec") or {})
     spec = dict(plan.manifest["spec"])
@@ -440,7 +451,7 @@ def update_patch(existing: Mapping[str, Any], plan: PodGroupPlan) -> dict[str, A
     current_meta = existing.get("metadata") or {}
     current_labels = dict(current_meta.get("labels") or {})
     labels = dict(plan.manifest["metadata"].get("labels") or {})
-    for name in PRESERVED_LABELS:
+    for name in (node_pool_label, QUEUE_LABEL):
         if name in current_labels:
             labels[name] = current_labels[name]
     annotations = dict(plan.manifest["metadata"].get("annotations") or {})

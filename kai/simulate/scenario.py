@@ -15,6 +15,7 @@ from typing import Any
 
 from kai.api.errors import ManifestError
 from kai.api.parse import ParsedObjects, SourcedObject, parse_objects, parse_pod, parse_pod_group
+from kai.api.shards import NODE_POOL_LABEL_KEY
 from kai.engine.model import Pod, PodGroup, Snapshot
 from kai.grouping import GroupingError, grouped_manifest, plan_pod_group, resolve_owner_chain
 from kai.workloads.catalog import catalog_registry
@@ -28,7 +29,13 @@ class InvalidScenarioError(ValueError):
     """The input has problems; the message holds one line per problem."""
 
 
-def load_scenario(documents: Sequence[tuple[str, object]], now: datetime) -> Snapshot:
+def load_scenario(
+    documents: Sequence[tuple[str, object]],
+    now: datetime,
+    node_pool_label: str = NODE_POOL_LABEL_KEY,
+) -> Snapshot:
+    """The snapshot the documents describe; pods are grouped with `node_pool_label` as the
+    pool label (`--node-pool-label`), as `kai run`'s grouper."""
     registry = catalog_registry()
     expanded = _expand_workloads(documents, registry)
     parsed = parse_objects([*documents, *expanded])
@@ -46,7 +53,7 @@ def load_scenario(documents: Sequence[tuple[str, object]], now: datetime) -> Sna
         f"{item.manifest.get('apiVersion')} {item.manifest.get('kind')} is not supported"
         for item in unsupported
     ]
-    pods, groups = _group_pods(parsed, registry, problems)
+    pods, groups = _group_pods(parsed, registry, problems, node_pool_label)
     if problems:
         raise InvalidScenarioError("\n".join(problems))
     return Snapshot(
@@ -78,7 +85,7 @@ def _is_expansion(item: SourcedObject, expanded: Sequence[tuple[str, object]]) -
 
 
 def _group_pods(
-    parsed: ParsedObjects, registry: DefinitionRegistry, problems: list[str]
+    parsed: ParsedObjects, registry: DefinitionRegistry, problems: list[str], node_pool_label: str
 ) -> tuple[list[Pod], dict[str, PodGroup]]:
     groups = {group.key: group for group in parsed.pod_groups}
     objects = [item.manifest for item in parsed.others]
@@ -90,7 +97,9 @@ def _group_pods(
             continue
         try:
             chain = resolve_owner_chain(item.manifest, objects)
-            plan = plan_pod_group(item.manifest, chain, registry, parsed.priority_classes)
+            plan = plan_pod_group(
+                item.manifest, chain, registry, parsed.priority_classes, node_pool_label
+            )
             if plan is None:  # opted out of grouping and names no group: it cannot be scheduled
                 pods.append(pod)
                 continue

@@ -6,6 +6,9 @@ two pods. Each shard must bind only its own pool's pods onto its own pool's node
 lead through its own Lease, and write status only for its own queue and PodGroups.
 A pod of a pool no shard serves is bound by neither, and the default shard tells it
 why (one `NoSchedulerForNodePool` event naming the pool and the missing Lease).
+A Job labelled with pool "a" whose pod is not: its group takes the owner's pool, so
+shard "a" binds the pod, and labels it with the pool as KAI's scheduler does; the
+default shard's binds add no pool label.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from kai_operator_support import (
     create_queue,
     delete_queue,
     get_queue,
+    gpu_job,
     gpu_pod,
     list_pod_groups,
     operator_config,
@@ -60,10 +64,13 @@ async def test_two_shards_schedule_their_own_pools_only(
                 await core.create_namespaced_pod(namespace, gpu_pod(f"d-{index}", queue_d, gpus=1))
             orphan = gpu_pod("b-0", queue_d, gpus=1, labels={POOL: "b"})  # no shard serves "b"
             await core.create_namespaced_pod(namespace, orphan)
+            owned = gpu_job("owned", queue_a, parallelism=1, gpus=0)  # no GPU: it always fits
+            owned.metadata.labels[POOL] = "a"  # on the Job only, not on its pod template
+            await client.BatchV1Api(api).create_namespaced_job(namespace, owned)
 
             async def settled() -> bool:
                 bound = await bound_pods(api, namespace)
-                return len(bound) == 4 and await _pending_with_reason(api, namespace, "a")
+                return len(bound) == 5 and await _pending_with_reason(api, namespace, "a")
 
             await wait_for("each shard to bind its own pool", settled, timeout=90)
             bound = await bound_pods(api, namespace)
@@ -74,8 +81,26 @@ async def test_two_shards_schedule_their_own_pools_only(
             assert {name for name in bound if name.startswith("d-")} == {"d-0", "d-1"}
             assert node_a not in {bound["d-0"], bound["d-1"]}
             assert "b-0" not in bound
+            (owned_pod,) = [name for name in bound if name.startswith("owned-")]
+            assert bound[owned_pod] == node_a
             assert await _binders(core, namespace, "a-") == {pool_config.identity}
             assert await _binders(core, namespace, "d-") == {default_config.identity}
+            assert await _binders(core, namespace, "owned-", 1) == {pool_config.identity}
+
+            async def pool_labels() -> dict[str, str | None]:
+                return {
+                    pod.metadata.name: (pod.metadata.labels or {}).get(POOL)
+                    for pod in (await core.list_namespaced_pod(namespace)).items
+                    if pod.metadata.name in bound
+                }
+
+            async def owned_labelled() -> bool:
+                return (await pool_labels())[owned_pod] == "a"
+
+            await wait_for("shard a to label the pod it bound with its pool", owned_labelled)
+            labels = await pool_labels()
+            assert {labels[name] for name in bound if name.startswith("a-")} == {"a"}
+            assert labels["d-0"] is None and labels["d-1"] is None  # the default shard: none
 
             leases = client.CoordinationV1Api(api)
             for config in (default_config, pool_config):
@@ -111,7 +136,7 @@ async def test_two_shards_schedule_their_own_pools_only(
             (warning,) = await _warnings(core, namespace, "b-0")
             assert warning.reporting_instance == default_config.identity
             assert "'b'" in warning.message and f"{default_config.lease_name}-b" in warning.message
-            for name in ("a-0", "a-1", "a-2", "d-0", "d-1"):
+            for name in ("a-0", "a-1", "a-2", "d-0", "d-1", owned_pod):
                 assert not await _warnings(core, namespace, name)  # served pools: nothing
     finally:
         await delete_queue(api, queue_a)
@@ -144,7 +169,7 @@ async def _warnings(core: client.CoreV1Api, namespace: str, pod: str) -> list[An
     ]
 
 
-async def _binders(core: client.CoreV1Api, namespace: str, prefix: str) -> set[str]:
+async def _binders(core: client.CoreV1Api, namespace: str, prefix: str, count: int = 2) -> set[str]:
     """Which scheduler instances reported binding the pods named `prefix...` (events are
     flushed after the binds, so wait for one per bound pod)."""
     found: set[str] = set()
@@ -157,7 +182,7 @@ async def _binders(core: client.CoreV1Api, namespace: str, prefix: str) -> set[s
             if e.reason == "Scheduled" and e.involved_object.name.startswith(prefix)
         ]
         found = {e.reporting_instance for e in events}
-        return len({e.involved_object.name for e in events}) == 2
+        return len({e.involved_object.name for e in events}) == count
 
     await wait_for(f"Scheduled events for {prefix}*", reported)
     return found

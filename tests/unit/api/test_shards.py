@@ -80,3 +80,15 @@ def test_each_shard_has_its_own_lease_and_name() -> None:
     assert Shard().lease_name("kai-scheduler") == "kai-scheduler"
     assert Shard("a").lease_name("kai-scheduler") == "kai-scheduler-a"
     assert (Shard().name, Shard("a").name) == ("default", "a")
+
+
+def test_a_pool_shard_labels_the_pods_it_binds_with_its_pool_as_kai() -> None:
+    """KAI's nodePoolLabelsChange: the pool under the configured key, unless already there."""
+    assert Shard("a").labels_on_bind(_pod("p")) == {POOL: "a"}
+    assert Shard("a").labels_on_bind(_pod("p", "b")) == {POOL: "a"}  # its group's pool wins
+    assert Shard("a").labels_on_bind(_pod("p", "a")) == {}
+    assert Shard("a", "example.com/pool").labels_on_bind(_pod("p", "a")) == {
+        "example.com/pool": "a"
+    }
+    assert Shard().labels_on_bind(_pod("p")) == {}  # the default shard writes none
+    assert Shard().labels_on_bind(_pod("p", "b")) == {}

@@ -18,9 +18,9 @@ import pytest
 CLUSTER = Path(__file__).parents[2] / "fixtures" / "shards" / "two-pools.yaml"
 
 
-def _simulate(*extra: str) -> dict[str, Any]:
+def _simulate(*extra: str, cluster: Path = CLUSTER) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, "-m", "kai.cli.main", "simulate", str(CLUSTER), "-o", "json",
+        [sys.executable, "-m", "kai.cli.main", "simulate", str(cluster), "-o", "json",
          "--now", "2026-06-01T00:00:00Z", "--time-limit", "0", *extra],
         capture_output=True, text=True, check=False, timeout=120,
     )  # fmt: skip
@@ -53,3 +53,42 @@ def test_without_node_pool_the_whole_cluster_is_simulated() -> None:
     assert set(document["queues"]) == {"team-a", "team-d"}
     running = [pod for pod in document["pods"].values() if pod["phase"] == "Running"]
     assert len(running) == 3
+
+
+CUSTOM_LABEL_CLUSTER = """
+apiVersion: v1
+kind: Node
+metadata: {name: a-1, labels: {example.com/pool: a}}
+status:
+  allocatable: {cpu: '16', memory: 64Gi, pods: '110', nvidia.com/gpu: '2'}
+  conditions: [{type: Ready, status: 'True'}]
+---
+apiVersion: scheduling.run.ai/v2
+kind: Queue
+metadata: {name: research-a, labels: {example.com/pool: a}}
+spec:
+  resources:
+    gpu: {quota: 0, limit: -1, overQuotaWeight: 1}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: p
+  namespace: ml
+  labels: {project: research, example.com/pool: a, kai.scheduler/node-pool: other}
+spec:
+  schedulerName: kai-scheduler
+  containers: [{name: main, resources: {requests: {nvidia.com/gpu: '1'}}}]
+"""
+
+
+def test_pods_are_grouped_with_the_configured_node_pool_label(tmp_path: Path) -> None:
+    """As `kai run`'s grouper: a `project` pod's queue is suffixed with its pool under
+    `--node-pool-label` (research-a, which exists), not under kai.scheduler/node-pool."""
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(CUSTOM_LABEL_CLUSTER)
+    document = _simulate(
+        "--node-pool", "a", "--node-pool-label", "example.com/pool", cluster=cluster
+    )
+    assert document["pods"]["ml/p"]["phase"] == "Running"
+    assert document["pods"]["ml/p"]["node"] == "a-1"

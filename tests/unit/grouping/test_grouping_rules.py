@@ -104,6 +104,23 @@ def test_the_owners_node_pool_wins_over_the_pods_as_in_kai() -> None:
     assert planned.manifest["metadata"]["labels"]["kai.scheduler/node-pool"] == "pod-pool"
 
 
+def test_the_configured_node_pool_label_is_the_one_copied_as_kai_nodepoollabelkey() -> None:
+    """`--node-pool-label example.com/pool`: that label goes onto the group and into a
+    project queue's name; the default key is then an ordinary label."""
+    key = "example.com/pool"
+    labels = {"project": "research", key: "a100", "kai.scheduler/node-pool": "other"}
+    pod = obj("v1", "Pod", "p", template()["spec"], labels=labels)
+    planned = plan_pod_group(pod, [], REGISTRY, CLASSES, key) or pytest.fail()
+    assert planned.manifest["metadata"]["labels"][key] == "a100"
+    assert spec(planned)["queue"] == "research-a100"
+    owner = obj("batch/v1", "Job", "j", {}, labels={key: "owner-pool"})
+    planned = plan_pod_group(pod, [owner], REGISTRY, CLASSES, key) or pytest.fail()
+    assert planned.manifest["metadata"]["labels"] == {key: "owner-pool"}  # not the default key
+    unlabelled = obj("batch/v1", "Job", "j", {})
+    planned = plan_pod_group(pod, [unlabelled], REGISTRY, CLASSES, key) or pytest.fail()
+    assert planned.manifest["metadata"]["labels"] == {key: "a100"}
+
+
 def test_priority_and_preemptibility_resolution() -> None:
     pod_spec = {**template()["spec"], "priorityClassName": "build"}
     pod = obj("v1", "Pod", "p", pod_spec, labels={"kai.scheduler/preemptibility": "preemptible"})

@@ -49,3 +49,13 @@ async def test_a_written_plan_stays_until_the_cache_shows_its_pod_group_too() ->
     caught_up = await grouper.plan(_view(annotated, {group_key: plan.manifest}), classes)
     assert caught_up.schedulable() == {}
     assert grouper.remembered == 0
+
+
+async def test_the_grouper_copies_the_configured_node_pool_label_onto_the_group() -> None:
+    """`--node-pool-label` reaches the grouper: the pod's pool under that key is the group's."""
+    grouper = PodGrouper(None, OwnerReader(None), EventRecorder(None, "t"), "kai-res", 4,  # type: ignore[arg-type]
+                         node_pool_label="example.com/pool")  # fmt: skip
+    pod = _pod()
+    pod["metadata"]["labels"]["example.com/pool"] = "a"
+    (plan,) = (await grouper.plan(_view(pod, {}), default_priority_classes())).new.values()
+    assert plan.manifest["metadata"]["labels"]["example.com/pool"] == "a"

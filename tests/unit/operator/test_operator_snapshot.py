@@ -157,6 +157,21 @@ def test_update_keeps_what_users_may_have_changed() -> None:
     assert update_patch(current, plan) is None  # nothing to write
 
 
+def test_update_keeps_the_node_pool_under_the_configured_label() -> None:
+    """KAI's PodGroupHandler preserves the pool under its nodePoolLabelKey."""
+    key = "example.com/pool"
+    plan_manifest: dict[str, Any] = {
+        "metadata": {"name": "pg", "namespace": "team", "labels": {key: "a"}, "annotations": {}},
+        "spec": {"queue": "q", "minMember": 1, "priorityClassName": "train"},
+    }
+    plan = PodGroupPlan("pg", "team", plan_manifest, {}, {})
+    existing = {"metadata": {"labels": {key: "moved"}}, "spec": dict(plan_manifest["spec"])}
+    assert update_patch(existing, plan, key) is None  # the moved pool is kept: nothing to write
+    patch = update_patch(existing, plan)  # the default key preserves another label
+    assert patch is not None
+    assert patch["metadata"]["labels"][key] == "a"
+
+
 def test_a_group_in_bind_backoff_still_counts_its_running_pods_toward_its_queue() -> None:
     # Queue limit 4 GPUs; gang g1 runs 4 GPUs and is in bind backoff (one of its pods failed
     # to bind); gang g2 asks for 4 more. Dropping g1 from the snapshot dropped its running
