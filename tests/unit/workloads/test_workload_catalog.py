@@ -198,7 +198,8 @@ CASES = [
     Expected(
         "dynamo-v1beta1.yaml",
         "nvidia-com-dynamographdeployment-v1beta1",
-        [("frontend", 1, 0), ("decode", 3, 3)],
+        # Instances are named as the manifest writes them, as upstream's definition does.
+        [("Frontend", 1, 0), ("Decode", 3, 3)],
         3,
         [(1, 1, []), (3, 3, [])],
         ["Initializing"],
