@@ -5,7 +5,8 @@ LLMInferenceService v1alpha1),
 so the mappings its definitions state are the answer there is: an object whose phase and
 conditions are the ones a matcher names is in that matcher's status, and kai's catalog must
 read it as upstream's definition does. An object with no status at all is checked the same
-way. Matchers that hold an expression are skipped: what satisfies one is not written down.
+way, and so is each part alone of a matcher that needs a phase and conditions together.
+Matchers that hold an expression are skipped: what satisfies one is not written down.
 Types with recordings are judged by them instead (test_upstream_recordings.py): a bare
 object built from one matcher lacks the fields a live one carries beside it.
 """
@@ -89,6 +90,24 @@ def probes() -> Iterator[Probe]:
                 obj = _meeting(definition, matcher)
                 if obj is not None:
                     yield Probe(f"{definition.name}:{state}#{index}", definition.name, state, obj)
+                yield from _parts(definition, state, index, matcher)
+
+
+def _parts(
+    definition: WorkloadDefinition, state: str, index: int, matcher: StatusMatcher
+) -> Iterator[Probe]:
+    """A matcher of a phase and conditions holds only on both: each alone is probed too."""
+    if matcher.by_phase is None or not matcher.by_conditions:
+        return
+    for part, alone in (
+        ("phase", StatusMatcher(by_phase=matcher.by_phase)),
+        ("conditions", StatusMatcher(by_conditions=matcher.by_conditions)),
+    ):
+        obj = _meeting(definition, alone)
+        if obj is not None:
+            yield Probe(
+                f"{definition.name}:{state}#{index}-{part}-alone", definition.name, None, obj
+            )
 
 
 PROBES = list(probes())
