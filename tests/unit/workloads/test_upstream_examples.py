@@ -143,6 +143,23 @@ spec:
     Frontend: {replicas: 2, resources: {requests: {nvidia.com/gpu: "1"}}}
     PrefillWorker: {replicas: 4, resources: {requests: {nvidia.com/gpu: "8"}}}
 """)
+# CLI_DYNAMO at v1beta1, whose components are a list, each with a pod template whose container
+# "main" runs it (upstream's v1beta1 definition reads that container alone).
+DYNAMO_V1BETA1 = manifest("""
+apiVersion: nvidia.com/v1beta1
+kind: DynamoGraphDeployment
+metadata: {name: my-pipeline, namespace: ml-team}
+spec:
+  components:
+  - name: Frontend
+    replicas: 2
+    podTemplate:
+      spec: {containers: [{name: main, resources: {requests: {nvidia.com/gpu: "1"}}}]}
+  - name: PrefillWorker
+    replicas: 4
+    podTemplate:
+      spec: {containers: [{name: main, resources: {requests: {nvidia.com/gpu: "8"}}}]}
+""")
 DYNAMO_CR_LEVEL_REQUEST = manifest("""
 apiVersion: nvidia.com/v1alpha1
 kind: DynamoGraphDeployment
@@ -313,6 +330,25 @@ CASES = [
             d["resources"]["gpus"],
         ),
         ((2, 2), (4, 32), 34),
+    ),
+    # The same example at v1beta1: each component is an instance named as written.
+    Case(
+        "dynamo-v1beta1-components",
+        DYNAMO_V1BETA1,
+        lambda d: (
+            pods_and_gpus(d, "Frontend"),
+            pods_and_gpus(d, "PrefillWorker"),
+            d["resources"]["gpus"],
+        ),
+        ((2, 2), (4, 32), 34),
+    ),
+    # Upstream's v1beta1 definition keys each gang by the component's name lower-cased, as a
+    # PodGroup name must be: one gang per component, all of its pods.
+    Case(
+        "dynamo-v1beta1-gangs",
+        DYNAMO_V1BETA1,
+        lambda d: sorted((g["name"].rsplit("-", 1)[1], g["minMember"]) for g in d["podGroups"]),
+        [("frontend", 2), ("prefillworker", 4)],
     ),
     # cli describe_test: "reads the CR-level request when a container override declares none".
     Case("dynamo-cr-level-request", DYNAMO_CR_LEVEL_REQUEST, lambda d: d["resources"]["gpus"], 4),

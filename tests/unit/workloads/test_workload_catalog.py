@@ -102,7 +102,8 @@ CASES = [
         [("head", 1, 0), ("gpu-small", 4, 4), ("gpu-multi", 2, 2)],
         6,
         [(5, 7, ["head", "gpu-small", "gpu-multi"])],
-        ["Initializing"],
+        # No status yet: upstream's definition maps nothing for it.
+        ["Undefined"],
     ),
     Expected(
         "leaderworkerset.yaml",
@@ -197,7 +198,8 @@ CASES = [
     Expected(
         "dynamo-v1beta1.yaml",
         "nvidia-com-dynamographdeployment-v1beta1",
-        [("frontend", 1, 0), ("decode", 3, 3)],
+        # Instances are named as the manifest writes them, as upstream's definition does.
+        [("Frontend", 1, 0), ("Decode", 3, 3)],
         3,
         [(1, 1, []), (3, 3, [])],
         ["Initializing"],
