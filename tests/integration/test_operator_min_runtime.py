@@ -72,12 +72,17 @@ async def test_min_runtime_holds_off_reclaim_until_it_has_passed(
                 namespace, gpu_job("borrowed", lender, parallelism=1, gpus=4)
             )
 
+            running: list[str] = []
+
             async def lender_started() -> bool:
+                # A new group is created with its start stamp, before its pods' binds land.
+                nonlocal running
                 group = await _group_of(api, namespace, lender)
-                return LAST_START in ((group or {}).get("metadata", {}).get("annotations") or {})
+                stamped = LAST_START in ((group or {}).get("metadata", {}).get("annotations") or {})
+                running = [name for name in await bound_pods(api, namespace) if "borrowed-" in name]
+                return stamped and bool(running)
 
             await wait_for("the lender's job bound and its start stamped", lender_started)
-            running = [name for name in await bound_pods(api, namespace) if "borrowed-" in name]
             assert len(running) == 1
             await core.create_namespaced_pod(namespace, gpu_pod("claim", owner, gpus=4))
 
