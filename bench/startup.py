@@ -26,7 +26,13 @@ COMMANDS: dict[str, list[str]] = {
     "kai --help": ["-m", "kai.cli.main", "--help"],
     "kai run --help": ["-m", "kai.cli.main", "run", "--help"],
     "kai webhook --help": ["-m", "kai.cli.main", "webhook", "--help"],
-    "kai workload validate": ["-m", "kai.cli.main", "workload", "validate", str(CATALOG_DEFINITION)],
+    "kai workload validate": [
+        "-m",
+        "kai.cli.main",
+        "workload",
+        "validate",
+        str(CATALOG_DEFINITION),
+    ],
 }
 
 

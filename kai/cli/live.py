@@ -65,7 +65,9 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", choices=OUTPUTS, default="table")
     parser.add_argument(
-        "--kubeconfig", type=kubeconfig_file, help="default: in-cluster, then $KUBECONFIG or ~/.kube/config"
+        "--kubeconfig",
+        type=kubeconfig_file,
+        help="default: in-cluster, then $KUBECONFIG or ~/.kube/config",
     )
 
 

@@ -25,7 +25,9 @@ from kai.operator.config import (
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser("run", help="run the scheduler against a cluster")
-    parser.add_argument("--kubeconfig", type=kubeconfig_file, help="kubeconfig file (default: in-cluster)")
+    parser.add_argument(
+        "--kubeconfig", type=kubeconfig_file, help="kubeconfig file (default: in-cluster)"
+    )
     parser.add_argument("--period", type=_duration, default=1.0, help="cycle period (default 1s)")
     parser.add_argument(
         "--time-limit", type=float, default=1.0, help="solver seconds per cycle (0: greedy only)"

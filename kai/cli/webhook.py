@@ -21,7 +21,9 @@ from kai.cli.arguments import kubeconfig_file
 
 def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = commands.add_parser("webhook", help="serve the admission webhook")
-    serve.add_argument("--kubeconfig", type=kubeconfig_file, help="kubeconfig file (default: in-cluster)")
+    serve.add_argument(
+        "--kubeconfig", type=kubeconfig_file, help="kubeconfig file (default: in-cluster)"
+    )
     serve.add_argument("--host", default="0.0.0.0", help="address to listen on")
     serve.add_argument("--port", type=int, default=9443)
     serve.add_argument("--cert-file", type=Path, help="serving certificate (PEM)")
