@@ -163,6 +163,31 @@ class Node:
 
 
 @dataclass(frozen=True, slots=True)
+class TopologyLevel:
+    """One level of a Topology: the node label whose values name its domains, and an
+    optional alias a constraint may use instead of the label (KAI v0.17)."""
+
+    node_label: str
+    alias: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """A `kai.scheduler/v1alpha1` Topology: levels from the widest (say zone) to the most
+    local (say `kubernetes.io/hostname`), as the CRD lists them."""
+
+    name: str
+    levels: tuple[TopologyLevel, ...]
+
+    def node_label(self, level: str) -> str | None:
+        """The node label a constraint's level names, by label or by alias; None if neither."""
+        for entry in self.levels:
+            if level in (entry.node_label, entry.alias):
+                return entry.node_label
+        return None
+
+
+@dataclass(frozen=True, slots=True)
 class TopologyConstraint:
     """Where a (sub)group must or should sit in a Topology's domain tree (kai-semantics §12)."""
 
@@ -288,6 +313,7 @@ class Snapshot:
     now: datetime
     set_aside: tuple[SetAside, ...] = ()
     """PodGroups the adapter could not use (bad spec, bad pod), reported and never scheduled."""
+    topologies: tuple[Topology, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
