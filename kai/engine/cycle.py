@@ -34,6 +34,7 @@ from kai.engine.greedy import AllocationOutcome, KaiOrder, allocate_in_kai_order
 from kai.engine.model import EngineConfig, PlacementStrategy, PodGroup, Snapshot
 from kai.engine.node_index import NodeIndex
 from kai.engine.solver.optimize import optimize
+from kai.engine.topology import TopologyIndex, constrained
 from kai.engine.validator import ProposedBinding, validate, validate_after_evictions
 
 QUEUE_DOES_NOT_EXIST = "QueueDoesNotExist"
@@ -142,7 +143,14 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
         if config.placement_strategy is PlacementStrategy.BINPACK
         else None
     )
-    kai_order = KaiOrder(queues, shares, total, config, eligible_for, memory_mib, fragmentation)
+    topology = (
+        TopologyIndex(snapshot.topologies, snapshot.nodes, snapshot.pods)
+        if any(constrained(group) for group in snapshot.pod_groups)
+        else None
+    )
+    kai_order = KaiOrder(
+        queues, shares, total, config, eligible_for, memory_mib, fragmentation, topology
+    )
 
     def run_greedy(
         start: Mapping[str, NodeCapacity], gangs: list[GangRequest], ledger: QueueBudget
@@ -237,6 +245,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
             eligible_for,
             memory_mib,
             fragmentation,
+            topology,
         )
     )
     future_problems = validate_after_evictions(

@@ -20,6 +20,8 @@ from kai.engine.job_order import Offer, OfferQueue, first_offer
 from kai.engine.model import EngineConfig, Pod, Queue
 from kai.engine.node_index import NodeIndex
 from kai.engine.resources import Resources
+from kai.engine.topology import TopologyIndex, domain_of_placed
+from kai.engine.topology_placement import place_constrained
 
 UNSCHEDULABLE = "Unschedulable"
 
@@ -86,6 +88,7 @@ def greedy_allocate(
     eligible_for: Callable[[Pod], Callable[[str], bool]],
     accounting_memory_mib: int,
     settled: Settled | None = None,
+    topology: TopologyIndex | None = None,
 ) -> AllocationOutcome:
     """Place each gang's core whole or not at all, and its elastic pods one per attempt.
 
@@ -98,12 +101,20 @@ def greedy_allocate(
         gang = offer.gang
         outcome.offers.append((gang.key, offer.elastic))
         if offer.elastic == 0:
-            placed = _place_core(gang, index, budget, eligible_for, accounting_memory_mib, outcome)
+            placed = _place_core(
+                gang, index, budget, eligible_for, accounting_memory_mib, outcome, topology
+            )
             if placed:
                 outcome.admitted.append(gang.key)
         else:
             placed = _place_elastic(
-                gang, offer.pods[0], index, budget, eligible_for, accounting_memory_mib, outcome
+                gang,
+                offer.pods[0],
+                index,
+                budget,
+                _within_domain(gang, eligible_for, outcome, topology),
+                accounting_memory_mib,
+                outcome,
             )
         following = offer.next_elastic() if placed else None
         if following is not None:
@@ -127,6 +138,8 @@ class KaiOrder:
     fragmentation: Fragmentation | None = None
     """Bin-packing's measure of what a placement strands; None under spreading, or for
     KAI's fullest-node rule."""
+    topology: TopologyIndex | None = None
+    """The cycle's Topologies, for gangs with a `topologyConstraint`."""
 
 
 def allocate_in_kai_order(
@@ -160,6 +173,7 @@ def allocate_in_kai_order(
         order.eligible_for,
         order.accounting_memory_mib,
         settled,
+        order.topology,
     )
 
 
@@ -170,6 +184,7 @@ def _place_core(
     eligible_for: Callable[[Pod], Callable[[str], bool]],
     accounting_memory_mib: int,
     outcome: AllocationOutcome,
+    topology: TopologyIndex | None = None,
 ) -> bool:
     group = gang.group
     request = gang.core_request(accounting_memory_mib)
@@ -177,7 +192,25 @@ def _place_core(
     if refusal is not None:
         outcome.refusals[gang.key] = refusal
         return False
+    rules = topology.rules(group) if topology is not None else None
+    if rules is not None and rules.problem is not None:
+        outcome.refusals[gang.key] = rules.problem
+        return False
     index.begin()
+    if rules is not None and rules.rules:
+        assert topology is not None
+        seats, why = place_constrained(
+            group, gang.core, rules, topology.running(gang.key), index, eligible_for
+        )
+        if seats is None:
+            index.rollback()
+            outcome.refusals[gang.key] = Refusal(UNSCHEDULABLE, why)
+            return False
+        index.commit()
+        budget.add(group.queue, request, group.preemptible)
+        for pod, seat, groups in seats:
+            outcome.placements[pod.key] = PodPlacement(pod, seat, groups)
+        return True
     alone = len(gang.core) == 1
     placed: list[PodPlacement] = []
     for pod in gang.core:
@@ -196,6 +229,31 @@ def _place_core(
     for placement in placed:
         outcome.placements[placement.pod.key] = placement
     return True
+
+
+def _within_domain(
+    gang: GangRequest,
+    eligible_for: Callable[[Pod], Callable[[str], bool]],
+    outcome: AllocationOutcome,
+    topology: TopologyIndex | None,
+) -> Callable[[Pod], Callable[[str], bool]]:
+    """An elastic pod of a constrained gang joins the domains its gang's pods are in."""
+    rules = topology.rules(gang.group) if topology is not None else None
+    if rules is None or not rules.rules:
+        return eligible_for
+    assert topology is not None
+    placed = [*topology.running(gang.key)]
+    placed += [p.pod for p in outcome.placements.values() if p.pod.group == gang.key]
+    nodes = {p.pod.key: p.node for p in outcome.placements.values() if p.pod.group == gang.key}
+
+    def restricted(pod: Pod) -> Callable[[str], bool]:
+        eligible = eligible_for(pod)
+        allowed = domain_of_placed(rules, pod, [(p, p.node or nodes.get(p.key)) for p in placed])
+        if allowed is None:
+            return eligible
+        return lambda name: name in allowed and eligible(name)
+
+    return restricted
 
 
 def _place_elastic(

@@ -36,7 +36,9 @@ class NodeIndex:
         for name in sorted(self.capacity):
             self._buckets[max(0, self.capacity[name].whole_gpus)].append(name)
         self._sharing = sorted(name for name, cap in self.capacity.items() if cap.shared)
-        self._saved: dict[str, NodeCapacity] | None = None
+        # Checkpoints nest (a topology search tries a sub-group's domains inside a group's):
+        # each holds the nodes' capacity as it was when that checkpoint began.
+        self._saved: list[dict[str, NodeCapacity]] = []
         # Fragmentation-aware bin-packing ranks node states, not nodes: nodes in the same
         # state are interchangeable, and there are far fewer states than nodes. The states
         # are tracked from the first pod placed alone: a pass of gangs only never needs them.
@@ -46,16 +48,18 @@ class NodeIndex:
 
     # -- checkpoints ---------------------------------------------------------------------
     def begin(self) -> None:
-        self._saved = {}
+        self._saved.append({})
 
     def commit(self) -> None:
-        self._saved = None
+        done = self._saved.pop()
+        if self._saved:  # the enclosing checkpoint must still be able to undo these
+            outer = self._saved[-1]
+            for name, saved in done.items():
+                outer.setdefault(name, saved)
 
     def rollback(self) -> None:
-        assert self._saved is not None
-        for name, saved in self._saved.items():
+        for name, saved in self._saved.pop().items():
             self._move(name, functools.partial(_restore, saved=saved))
-        self._saved = None
 
     # -- placement -----------------------------------------------------------------------
     def find(self, pod: Pod, eligible: Callable[[str], bool], alone: bool = False) -> str | None:
@@ -89,8 +93,8 @@ class NodeIndex:
     ) -> tuple[str, ...]:
         """Place the pod on the node; `groups` replays a known choice of shared devices, and
         a fraction placed `alone` takes the device that leaves the least fragmentation."""
-        if self._saved is not None and name not in self._saved:
-            self._saved[name] = self.capacity[name].copy()
+        if self._saved and name not in self._saved[-1]:
+            self._saved[-1][name] = self.capacity[name].copy()
         result: tuple[str, ...] = ()
 
         if groups is None and pod.gpu.is_fractional:

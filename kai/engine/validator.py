@@ -36,6 +36,7 @@ from kai.engine.model import (
 from kai.engine.resources import ResourceName, Resources
 from kai.engine.validator_nodes import may_run_on
 from kai.engine.validator_shares import Entitlement, entitlements, pending_device_memory
+from kai.engine.validator_topology import topology_problems
 
 
 @dataclass(frozen=True)
@@ -136,8 +137,12 @@ def _check_gangs(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) -> 
         if pod.phase.is_active_allocated:
             running[pod.group].append(pod)
     touched: dict[str, list[Pod]] = defaultdict(list)
-    for pod, _ in new:
+    node_of: dict[str, str] = {}
+    for pod, binding in new:
         touched[pod.group].append(pod)
+        node_of[pod.key] = binding.node
+    topologies = {topology.name: topology for topology in snapshot.topologies}
+    nodes = {node.name: node for node in snapshot.nodes}
     for key, added in touched.items():
         group = groups.get(key)
         if group is None:
@@ -149,6 +154,13 @@ def _check_gangs(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) -> 
                 f"PodGroup {key}: {len(members)} pods placed, minMember {group.min_member}"
             )
         problems += [f"PodGroup {key} {gap}" for gap in _gang_gaps(group, members, added)]
+        problems += topology_problems(
+            group,
+            topologies,
+            nodes,
+            [(pod, pod.node) for pod in running[key] if pod.node],
+            [(pod, node_of[pod.key]) for pod in added],
+        )
     return problems
 
 

@@ -31,7 +31,7 @@ from kai.engine.evictions.next_cycle import undone_next_cycle
 from kai.engine.evictions.options import VictimOption
 from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.reclaim_rules import can_reclaim
-from kai.engine.evictions.room import Overlay, Seat, seat_all
+from kai.engine.evictions.room import Overlay, Seat
 from kai.engine.evictions.rules import (
     consolidation_on,
     may_consolidate,
@@ -43,6 +43,7 @@ from kai.engine.evictions.scenario import Scenario
 from kai.engine.evictions.stale import stale_gangs
 from kai.engine.evictions.stamps import cycle_stamps
 from kai.engine.evictions.state import EvictionInputs, EvictionState
+from kai.engine.evictions.topology_seats import seat_preemptor
 from kai.engine.evictions.victim_model import cp_sat_search
 from kai.engine.evictions.victim_order import VictimOrder
 from kai.engine.gangs import GangRequest
@@ -177,13 +178,7 @@ def _pipeline_on_releasing(
             still.append(gang)
             continue
         room = Overlay(state.future)
-        seats = seat_all(
-            preemptor.pods,
-            room,
-            preemptor_nodes(state, preemptor),
-            state.inputs.eligible_for,
-            state.config.placement_strategy,
-        )
+        seats = seat_preemptor(state, preemptor, room, preemptor_nodes(state, preemptor))
         if seats is None:
             still.append(gang)
             continue

@@ -23,8 +23,10 @@ from kai.engine.evictions.room import Meter, Overlay, Seat, own_devices_first, r
 from kai.engine.evictions.rules import check
 from kai.engine.evictions.scenario import Scenario
 from kai.engine.evictions.state import EvictionState
+from kai.engine.evictions.topology_seats import seat_preemptor
 from kai.engine.evictions.victim_order import VictimOrder, VictimUnit
 from kai.engine.model import Pod
+from kai.engine.topology import satisfied
 
 
 def greedy_search(
@@ -277,15 +279,7 @@ def _try(
 ) -> Scenario | Verdict | None:
     """The scenario if this set of victims works; the rules' refusal, or None if pods do not fit."""
     trial = Overlay(room)
-    config = state.config
-    seats = seat_all(
-        preemptor.pods,
-        trial,
-        candidates,
-        state.inputs.eligible_for,
-        config.placement_strategy,
-        meter,
-    )
+    seats = seat_preemptor(state, preemptor, trial, candidates, meter)
     if seats is None:
         return None
     evicted = {key: frozenset(pods) for key, pods in chosen.items() if pods}
@@ -327,7 +321,7 @@ def move_victims(
         meter,
         own_devices_first,
     )
-    if seats is None:
+    if seats is None or not _moves_keep_topology(state, leaving, seats):
         return None
     moved: dict[str, set[str]] = {}
     moves: list[Seat] = []
@@ -337,6 +331,26 @@ def move_victims(
         moved.setdefault(pod.group, set()).add(pod.key)
         moves.append((pod, node, groups))
     return {key: frozenset(pods) for key, pods in moved.items()}, moves
+
+
+def _moves_keep_topology(
+    state: EvictionState, leaving: Sequence[Pod], seats: Sequence[Seat]
+) -> bool:
+    """A constrained victim gang is re-placed only inside its domains."""
+    topology = state.inputs.topology
+    if topology is None:
+        return True
+    gone = {pod.key for pod in leaving}
+    for key in {pod.group for pod in leaving}:
+        rules = topology.rules(state.groups[key])
+        if not rules.rules:
+            continue
+        staying = [pod for pod in topology.running(key) if pod.key not in gone]
+        if not satisfied(
+            rules, staying, [(pod, node) for pod, node, _ in seats if pod.group == key]
+        ):
+            return False
+    return True
 
 
 def preemptor_nodes(state: EvictionState, preemptor: Preemptor) -> set[str]:

@@ -73,6 +73,7 @@ def undone_next_cycle(state: EvictionState, preemptor: Preemptor, scenario: Scen
         inputs.eligible_for,
         inputs.memory_mib,
         inputs.fragmentation,
+        inputs.topology,
     )
     preemptor_pods = [pod.key for pod in preemptor.pods]
     victim_pods = [pod.key for pods in victims.values() for pod in pods]

@@ -27,6 +27,7 @@ from kai.engine.greedy import PodPlacement
 from kai.engine.model import EngineConfig, Pod, PodGroup, PodPhase, Queue, Snapshot
 from kai.engine.queue_order import allocatable_share
 from kai.engine.resources import Resources
+from kai.engine.topology import TopologyIndex
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class EvictionInputs:
     eligible_for: Callable[[Pod], Callable[[str], bool]]
     memory_mib: int  # device memory a pending fractional request is accounted against
     fragmentation: Fragmentation | None = None  # the allocation's, so its look ahead agrees
+    topology: TopologyIndex | None = None  # the cycle's Topologies, for constrained gangs
 
 
 @dataclass

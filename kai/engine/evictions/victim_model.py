@@ -33,10 +33,11 @@ from kai.engine.evictions.greedy_search import move_victims, preemptor_nodes
 from kai.engine.evictions.options import VictimOption
 from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.reclaim_model import add_reclaim_rules
-from kai.engine.evictions.room import Overlay, Seat, release, seat_all
+from kai.engine.evictions.room import Overlay, Seat, release
 from kai.engine.evictions.rules import check
 from kai.engine.evictions.scenario import Scenario
 from kai.engine.evictions.state import EvictionState
+from kai.engine.evictions.topology_seats import seat_preemptor, seats_keep_topology
 from kai.engine.evictions.victim_order import PodCost, VictimOrder
 from kai.engine.model import Placement, Pod
 from kai.engine.resources import ResourceName, Resources
@@ -506,18 +507,13 @@ class VictimModel:
                     seats.append((pod, node, cap.take(pod)))
         if len(seats) != len(self.preemptor.pods):
             return None
+        if not seats_keep_topology(self.state, self.preemptor, seats):
+            return None
         room.changed.update(trial.changed)
         return seats
 
     def _seat_anywhere(self, room: Overlay) -> list[Seat] | None:
-        state = self.state
-        return seat_all(
-            self.preemptor.pods,
-            room,
-            self.nodes,
-            state.inputs.eligible_for,
-            state.config.placement_strategy,
-        )
+        return seat_preemptor(self.state, self.preemptor, room, self.nodes)
 
     # -- helpers ---------------------------------------------------------------------------
     def _ancestry(self, gang_key: str) -> list[str]:

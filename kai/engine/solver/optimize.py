@@ -24,6 +24,7 @@ from kai.engine.solver.decode import decode
 from kai.engine.solver.model import AllocationModel, ModelInput
 from kai.engine.solver.shapes import NodeClass, Shape, build_classes, modelled, shape_of
 from kai.engine.solver.solve import add_greedy_hint, solve
+from kai.engine.topology import constrained
 
 GreedyRunner = Callable[
     [Mapping[str, NodeCapacity], list[GangRequest], QueueBudget], AllocationOutcome
@@ -49,7 +50,12 @@ def optimize(
     run_greedy: GreedyRunner,
 ) -> Optimized | None:
     modelled_gangs = sorted(
-        (g for g in gangs if all(modelled(p) for p in (*g.core, *g.elastic))), key=gang_order_key
+        (
+            g
+            for g in gangs
+            if all(modelled(p) for p in (*g.core, *g.elastic)) and not constrained(g.group)
+        ),
+        key=gang_order_key,
     )
     eligibility_sets: list[frozenset[str]] = []
     set_index: dict[frozenset[str], int] = {}

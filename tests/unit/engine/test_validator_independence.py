@@ -45,13 +45,19 @@ from tests.unit.evictions.clusters import inside_deserved_cluster
 from tests.unit.evictions.test_audit import evict, wait
 
 ENGINE = Path(kai.engine.__file__).parent
-VALIDATOR_MODULES = ("validator.py", "validator_nodes.py", "validator_shares.py")
+VALIDATOR_MODULES = (
+    "validator.py",
+    "validator_nodes.py",
+    "validator_shares.py",
+    "validator_topology.py",
+)
 DATA_TYPES = {
     "kai.engine.model",  # the snapshot's dataclasses
     "kai.engine.resources",  # Resources, resource names
     "kai.engine.evictions.decisions",  # the eviction records the audit checks
     "kai.engine.validator_nodes",  # the validator's own predicates
     "kai.engine.validator_shares",  # the validator's own accounting
+    "kai.engine.validator_topology",  # the validator's own topology check
 }
 
 

@@ -1,0 +1,169 @@
+"""The greedy pass's placement of a topology-constrained gang core: domain by domain, as KAI's allocate does.
+
+For the PodGroup and then each sub-group down its tree, the candidate domains of
+its constraint (`kai.engine.topology.candidates`, KAI's order) are tried one at a
+time; a sub-group's domains are searched inside the node set its parent was
+given, and a domain whose pods do not all fit is undone before the next is tried.
+Inside a domain wider than the preferred level, each pod looks at the preferred
+sub-domains with the most room first. The first complete placement is taken,
+which is what the CP-SAT model improves on by choosing the domains of all gangs
+jointly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from kai.engine.model import Pod, PodGroup
+from kai.engine.node_index import NodeIndex
+from kai.engine.subgroups import Member, tree
+from kai.engine.topology import (
+    GroupRules,
+    MemberRule,
+    candidates,
+    no_domain_message,
+    preferred_order,
+)
+
+Seat = tuple[Pod, str, tuple[str, ...]]
+"""A pod, its node and the shared devices it takes (the greedy pass's PodPlacement)."""
+
+
+@dataclass
+class _Search:
+    index: NodeIndex
+    eligible_for: Callable[[Pod], Callable[[str], bool]]
+    rules: GroupRules
+    running: Sequence[Pod]
+    alone: bool
+    failure: str | None = None
+    tried: int = field(default=0)
+
+    def pods_under(self, member: Member, pods: Sequence[Pod]) -> list[Pod]:
+        if member.name is None:
+            return list(pods)
+        names = {leaf.name for leaf in member.leaves()}
+        return [pod for pod in pods if pod.subgroup in names]
+
+    def place(
+        self,
+        member: Member,
+        pods: Sequence[Pod],
+        allowed: frozenset[str] | None,
+        order: list[frozenset[str]] | None,
+    ) -> list[Seat] | None:
+        mine = self.pods_under(member, pods)
+        if not mine:
+            return []
+        rule = self.rules.rules.get(member.name)
+        options: list[tuple[frozenset[str] | None, list[frozenset[str]] | None]]
+        if rule is None:
+            options = [(allowed, order)]
+        else:
+            options = self._options(rule, member, mine, allowed)
+            if not options:
+                return None
+        for nodes, within in options:
+            self.index.begin()
+            placed = self._place_all(member, mine, nodes, within)
+            if placed is not None:
+                self.index.commit()
+                return placed
+            self.index.rollback()
+        return None
+
+    def _options(
+        self, rule: MemberRule, member: Member, pods: Sequence[Pod], allowed: frozenset[str] | None
+    ) -> list[tuple[frozenset[str] | None, list[frozenset[str]] | None]]:
+        pinned = [p.node for p in self.pods_under(member, self.running) if p.node]
+        found, misses = candidates(rule, pods, self.index.capacity, allowed, pinned)
+        if not found and self.failure is None:
+            self.failure = no_domain_message(rule, pods, misses)
+        self.tried += len(found)
+        return [
+            (
+                c.nodes,
+                preferred_order(rule, c.nodes, self.index.capacity)
+                if rule.preferred and c.domain.level != rule.preferred
+                else None,
+            )
+            for c in found
+        ]
+
+    def _place_all(
+        self,
+        member: Member,
+        pods: Sequence[Pod],
+        nodes: frozenset[str] | None,
+        order: list[frozenset[str]] | None,
+    ) -> list[Seat] | None:
+        placed: list[Seat] = []
+        if not member.is_leaf:
+            covered: set[str] = set()
+            for child in member.children:
+                got = self.place(child, pods, nodes, _within(order, nodes))
+                if got is None:
+                    return None
+                placed += got
+                covered.update(seat[0].key for seat in got)
+            rest = [pod for pod in pods if pod.key not in covered]  # pods of no known sub-group
+        else:
+            rest = list(pods)
+        for pod in rest:
+            node = self._find(pod, nodes, order)
+            if node is None:
+                return None
+            placed.append((pod, node, self.index.take(node, pod, alone=self.alone)))
+        return placed
+
+    def _find(
+        self, pod: Pod, nodes: frozenset[str] | None, order: list[frozenset[str]] | None
+    ) -> str | None:
+        eligible = self.eligible_for(pod)
+        if nodes is None and order is None:
+            return self.index.find(pod, eligible, self.alone)
+        parts: list[frozenset[str]] = order if order is not None else [nodes or frozenset()]
+        for part in parts:
+            found = self.index.find(pod, _inside(part, eligible), self.alone)
+            if found is not None:
+                return found
+        return None
+
+
+def _inside(part: frozenset[str], eligible: Callable[[str], bool]) -> Callable[[str], bool]:
+    return lambda name: name in part and eligible(name)
+
+
+def _within(
+    order: list[frozenset[str]] | None, nodes: frozenset[str] | None
+) -> list[frozenset[str]] | None:
+    if order is None or nodes is None:
+        return order
+    return [part & nodes for part in order if part & nodes]
+
+
+def place_constrained(
+    group: PodGroup,
+    core: Sequence[Pod],
+    rules: GroupRules,
+    running: Sequence[Pod],
+    index: NodeIndex,
+    eligible_for: Callable[[Pod], Callable[[str], bool]],
+) -> tuple[list[Seat] | None, str]:
+    """The core's placements in one domain per constraint, or None and why not.
+
+    The caller holds a checkpoint on `index`: a failed search leaves no trace.
+    """
+    if not core:
+        return [], ""
+    search = _Search(index, eligible_for, rules, running, alone=len(core) == 1)
+    placed = search.place(tree(group), core, None, None)
+    if placed is not None:
+        return placed, ""
+    if search.failure is not None:
+        return None, search.failure
+    return None, (
+        f"{len(core)} pods fit the free resources of {search.tried} candidate topology "
+        "domain(s) in total, but not on their nodes one by one"
+    )

@@ -1,0 +1,240 @@
+"""Topology-constrained gangs through the whole cycle: required and preferred levels, aliases,
+sub-groups, pinned domains, explanations, and the validator's own check."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from kai.engine.cycle import run_cycle
+from kai.engine.model import (
+    EngineConfig,
+    Node,
+    Pod,
+    PodGroup,
+    Snapshot,
+    SubGroup,
+    Topology,
+    TopologyConstraint,
+    TopologyLevel,
+)
+from kai.engine.topology import INVALID_TOPOLOGY, UNSCHEDULABLE
+from kai.engine.validator import ProposedBinding, validate
+from tests.unit.engine.builders import group, node, pod, queue, snapshot
+
+FAST = EngineConfig(time_limit_seconds=0.5, solver_workers=1)
+GREEDY = EngineConfig(time_limit_seconds=0)
+RACK, ZONE = "example.com/rack", "example.com/zone"
+TOPOLOGY = Topology("dc", (TopologyLevel(ZONE, "zone"), TopologyLevel(RACK, "rack")))
+
+
+def rack_node(name: str, zone: str, rack: str, gpus: int = 4) -> Node:
+    return node(name, gpus=gpus, labels={ZONE: zone, RACK: rack})
+
+
+def constrained(
+    name: str,
+    size: int,
+    required: str | None = None,
+    preferred: str | None = None,
+    topology: str = "dc",
+    subgroups: tuple[SubGroup, ...] = (),
+) -> PodGroup:
+    return dataclasses.replace(
+        group(name, "q", min_member=size, subgroups=subgroups),
+        topology=TopologyConstraint(topology, required, preferred),
+    )
+
+
+def cluster(
+    nodes: list[Node], pods: list[Pod], groups: list[PodGroup], topologies=(TOPOLOGY,)
+) -> Snapshot:
+    return dataclasses.replace(
+        snapshot(nodes, pods, groups, [queue("q")]), topologies=tuple(topologies)
+    )
+
+
+def placed(result, prefix: str) -> dict[str, str]:
+    return {b.pod: b.node for b in result.bindings if b.pod.startswith(f"ns/{prefix}")}
+
+
+def racks_of(nodes: dict[str, str], by_name: dict[str, Node]) -> set[str | None]:
+    return {by_name[n].label(RACK) for n in nodes.values()}
+
+
+TWO_RACKS = [
+    rack_node("a1", "z1", "r1"),
+    rack_node("a2", "z1", "r1"),
+    rack_node("b1", "z1", "r2"),
+    rack_node("b2", "z1", "r2"),
+]
+
+
+@pytest.mark.parametrize("config", [GREEDY, FAST], ids=["greedy", "cp-sat"])
+def test_a_required_rack_keeps_the_gang_in_the_rack_that_has_room(config: EngineConfig) -> None:
+    # r1 has 4 free GPUs left after a running 4-GPU pod; the gang needs 6: only r2 holds it.
+    busy = pod("busy", "busy", gpus=4, node_name="a1")
+    gang = [pod(f"g{i}", "g", gpus=3) for i in range(2)]
+    snap = cluster(
+        TWO_RACKS, [busy, *gang], [group("busy", "q"), constrained("g", 2, required="rack")]
+    )
+    result = run_cycle(snap, config)
+    nodes = placed(result, "g")
+    assert len(nodes) == 2
+    assert set(nodes.values()) == {"b1", "b2"}
+
+
+def test_without_the_constraint_the_same_gang_would_straddle_racks() -> None:
+    """The control for the test above: the constraint is what keeps the gang together."""
+    busy = pod("busy", "busy", gpus=4, node_name="b1")
+    gang = [pod(f"g{i}", "g", gpus=3) for i in range(3)]
+    free = cluster(TWO_RACKS, [busy, *gang], [group("busy", "q"), group("g", "q", min_member=3)])
+    by_name = {n.name: n for n in TWO_RACKS}
+    assert len(racks_of(placed(run_cycle(free, GREEDY), "g"), by_name)) == 2
+    bound = cluster(
+        TWO_RACKS, [busy, *gang], [group("busy", "q"), constrained("g", 3, required="rack")]
+    )
+    result = run_cycle(bound, GREEDY)
+    assert placed(result, "g") == {}
+    decision = result.groups["ns/g"]
+    assert decision.reason == UNSCHEDULABLE
+    # r1 is empty (8 GPUs, room for 2 of the 3-GPU pods); r2 has a1's 4 GPUs free.
+    assert "rack" in decision.message and "3 pods and 9 GPUs in one" in decision.message
+    assert "z1.r1: room for 2 of 3 pods, 8 GPUs free" in decision.message
+
+
+def test_the_fullest_rack_that_fits_is_chosen() -> None:
+    busy = pod("busy", "busy", gpus=2, node_name="b1")
+    gang = [pod(f"g{i}", "g", gpus=2) for i in range(2)]
+    snap = cluster(
+        TWO_RACKS, [busy, *gang], [group("busy", "q"), constrained("g", 2, required="rack")]
+    )
+    nodes = placed(run_cycle(snap, GREEDY), "g")
+    by_name = {n.name: n for n in TWO_RACKS}
+    assert racks_of(nodes, by_name) == {"r2"}  # 6 free of 8, the fuller rack, still fits 4
+
+
+def test_a_level_may_be_named_by_its_node_label_or_its_alias() -> None:
+    gang = [pod(f"g{i}", "g", gpus=4) for i in range(2)]
+    for level in ("rack", RACK):
+        snap = cluster(TWO_RACKS, gang, [constrained("g", 2, required=level)])
+        nodes = placed(run_cycle(snap, GREEDY), "g")
+        assert len(racks_of(nodes, {n.name: n for n in TWO_RACKS})) == 1
+
+
+def test_a_missing_topology_or_level_keeps_the_gang_pending_with_the_name() -> None:
+    gang = [pod("g0", "g", gpus=1)]
+    snap = cluster(TWO_RACKS, gang, [constrained("g", 1, required="rack", topology="nope")])
+    decision = run_cycle(snap, GREEDY).groups["ns/g"]
+    assert decision.reason == INVALID_TOPOLOGY and "'nope'" in decision.message
+    snap = cluster(TWO_RACKS, gang, [constrained("g", 1, required="row")])
+    decision = run_cycle(snap, GREEDY).groups["ns/g"]
+    assert decision.reason == INVALID_TOPOLOGY and "'row'" in decision.message
+
+
+def test_nodes_without_every_level_label_are_outside_the_topology() -> None:
+    nodes = [node("bare", gpus=8), rack_node("a1", "z1", "r1", gpus=2)]
+    gang = [pod(f"g{i}", "g", gpus=2) for i in range(2)]
+    result = run_cycle(cluster(nodes, gang, [constrained("g", 2, required="rack")]), GREEDY)
+    assert placed(result, "g") == {}
+    result = run_cycle(cluster(nodes, gang, [constrained("g", 2, preferred="rack")]), GREEDY)
+    assert placed(result, "g") == {}  # preferred only still needs the Topology's nodes
+
+
+def test_a_preferred_rack_is_used_when_it_fits_and_given_up_when_it_does_not() -> None:
+    by_name = {n.name: n for n in TWO_RACKS}
+    fits = [pod(f"g{i}", "g", gpus=4) for i in range(2)]
+    nodes = placed(
+        run_cycle(cluster(TWO_RACKS, fits, [constrained("g", 2, preferred="rack")]), GREEDY), "g"
+    )
+    assert len(racks_of(nodes, by_name)) == 1
+    big = [pod(f"g{i}", "g", gpus=4) for i in range(3)]
+    nodes = placed(
+        run_cycle(cluster(TWO_RACKS, big, [constrained("g", 3, preferred="rack")]), GREEDY), "g"
+    )
+    assert len(nodes) == 3 and len(racks_of(nodes, by_name)) == 2
+
+
+def test_running_pods_pin_the_required_domain() -> None:
+    # The gang runs one pod in r1; its new pods must join r1 though r2 is emptier.
+    running = pod("g0", "g", gpus=1, node_name="a1")
+    more = [pod(f"g{i}", "g", gpus=1) for i in range(1, 4)]
+    snap = cluster(TWO_RACKS, [running, *more], [constrained("g", 1, required="rack")])
+    nodes = placed(run_cycle(snap, GREEDY), "g")
+    assert len(nodes) == 3 and set(nodes.values()) <= {"a1", "a2"}
+    # With r1 full, they wait rather than leave it.
+    fill = pod("fill", "fill", gpus=4, node_name="a2")
+    full = [running, *more, pod("h", "h", gpus=3, node_name="a1")]
+    snap = cluster(
+        TWO_RACKS,
+        [*full, fill],
+        [constrained("g", 1, required="rack"), group("fill", "q"), group("h", "q")],
+    )
+    assert placed(run_cycle(snap, GREEDY), "g") == {}
+
+
+def test_sub_groups_each_take_a_rack_inside_the_groups_zone() -> None:
+    nodes = [
+        rack_node("a1", "z1", "r1"),
+        rack_node("b1", "z1", "r2"),
+        rack_node("c1", "z2", "r3"),
+        rack_node("d1", "z2", "r4", gpus=8),
+    ]
+    subgroups = tuple(
+        SubGroup(name, 2, topology=TopologyConstraint("dc", "rack")) for name in ("x", "y")
+    )
+    gang = [pod(f"{s}{i}", "g", gpus=2, subgroup=s) for s in "xy" for i in range(2)]
+    snap = cluster(nodes, gang, [constrained("g", 4, required="zone", subgroups=subgroups)])
+    result = run_cycle(snap, GREEDY)
+    seats = placed(result, "")
+    by_name = {n.name: n for n in nodes}
+    assert len(seats) == 4
+    assert {by_name[n].label(ZONE) for n in seats.values()} == {"z1"} or {
+        by_name[n].label(ZONE) for n in seats.values()
+    } == {"z2"}
+    for s in "xy":
+        assert len({by_name[seats[f"ns/{s}{i}"]].label(RACK) for i in range(2)}) == 1
+
+
+def test_the_validator_rejects_a_gang_split_across_required_racks() -> None:
+    gang = [pod(f"g{i}", "g", gpus=4) for i in range(2)]
+    snap = cluster(TWO_RACKS, gang, [constrained("g", 2, required="rack")])
+    split = [ProposedBinding("ns/g0", "a1", ()), ProposedBinding("ns/g1", "b1", ())]
+    assert any("span 2 domains" in p for p in validate(snap, split))
+    together = [ProposedBinding("ns/g0", "a1", ()), ProposedBinding("ns/g1", "a2", ())]
+    assert validate(snap, together) == []
+    gone = dataclasses.replace(snap, topologies=())
+    assert any("missing topology" in p for p in validate(gone, together))
+
+
+def test_preemption_for_a_required_rack_evicts_inside_one_rack_only() -> None:
+    # Every GPU runs a low-priority one-GPU pod, the cheapest victims on a1 and b1 (two
+    # racks: an unconstrained gang evicts there); a high-priority gang needs 6 GPUs in one rack.
+    low = [
+        pod(f"low-{n.name}-{i}", f"low-{n.name}-{i}", gpus=1, node_name=n.name)
+        for n in TWO_RACKS
+        for i in range(4)
+    ]
+    gang = [pod(f"g{i}", "g", gpus=3) for i in range(2)]
+    groups = [group(p.name, "q", priority=10) for p in low]
+    high = dataclasses.replace(
+        constrained("g", 2, required="rack"), priority=100, preemptible=False
+    )
+    result = run_cycle(cluster(TWO_RACKS, [*low, *gang], [*groups, high]), FAST)
+    evicted_nodes = {next(p.node for p in low if p.key == e.pod) for e in result.evictions}
+    assert len(result.evictions) == 6
+    by_name = {n.name: n for n in TWO_RACKS}
+    assert len({by_name[n].label(RACK) for n in evicted_nodes if n}) == 1
+
+
+def test_no_eviction_when_no_rack_could_ever_hold_the_gang() -> None:
+    low = [pod(f"low-{n.name}", f"low-{n.name}", gpus=4, node_name=n.name) for n in TWO_RACKS]
+    gang = [pod(f"g{i}", "g", gpus=4) for i in range(3)]  # 12 GPUs in one 8-GPU rack: never
+    groups = [group(p.name, "q", priority=10) for p in low]
+    high = dataclasses.replace(
+        constrained("g", 3, required="rack"), priority=100, preemptible=False
+    )
+    result = run_cycle(cluster(TWO_RACKS, [*low, *gang], [*groups, high]), FAST)
+    assert result.evictions == ()
+    assert result.groups["ns/g"].scheduled is False
