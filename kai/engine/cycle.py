@@ -180,6 +180,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
             config,
             memory_mib,
             run_greedy,
+            topology,
         )
         if optimized is not None:
             found = validate(snapshot, _proposed(optimized.outcome))

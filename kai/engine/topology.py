@@ -69,6 +69,10 @@ class DomainTree:
             return None
         return ROOT if level == ROOT else ids[self.labels.index(level)]
 
+    def path(self, node: str) -> tuple[str, ...] | None:
+        """The node's domain id at every level, widest first; None outside the Topology."""
+        return self._ids.get(node)
+
     def depth(self, level: str) -> int:
         """0 for the root, 1 for the widest level, ... (deeper is more local)."""
         return 0 if level == ROOT else self.labels.index(level) + 1

@@ -79,6 +79,20 @@ class ModelInput:
     # (gang, n) its n-th elastic pod
     accepted: Sequence[bool]  # which of those attempts the greedy pass satisfied
     kai_placement: Mapping[tuple[int, int], int]  # greedy's pods per (node class, shape)
+    domains: Sequence[DomainChoice] = ()  # topology-constrained (sub)groups
+
+
+@dataclass(frozen=True)
+class DomainChoice:
+    """One topology-constrained (sub)group: its pods' shapes must all go to node classes of
+    one domain of the level (required), or should (preferred: an objective tier)."""
+
+    gang: str
+    label: str  # for variable names
+    shapes: frozenset[int]
+    domain_of_class: Mapping[int, str]  # node class -> its domain id at the level
+    allowed: frozenset[str] | None  # the domains its running pods pin it to; None: any
+    required: bool
 
 
 class AllocationModel:
@@ -88,6 +102,10 @@ class AllocationModel:
         self.admit: dict[str, cp_model.IntVar] = {}
         self.elastic: dict[tuple[str, int], cp_model.IntVar] = {}
         self.count: dict[tuple[int, int], cp_model.IntVar] = {}
+        self.count_bound: dict[tuple[int, int], int] = {}
+        self.picks: list[
+            tuple[DomainChoice, dict[str, cp_model.IntVar], cp_model.IntVar | None]
+        ] = []
         self.patterns: dict[int, ClassPatterns] = {}
         self.tiers: list[Tier] = []
         self.offer_vars: list[tuple[cp_model.IntVar, str, int]] = []  # elastic attempts
@@ -130,8 +148,10 @@ class AllocationModel:
         for node_class in data.classes:
             for shape_id, shape in enumerate(data.shapes):
                 if shape.eligibility in node_class.eligibility and shape_id in demand:
+                    bound = self._max_fit(node_class, shape)
+                    self.count_bound[node_class.index, shape_id] = bound
                     self.count[node_class.index, shape_id] = self.model.new_int_var(
-                        0, self._max_fit(node_class, shape), f"x[{node_class.index},{shape_id}]"
+                        0, bound, f"x[{node_class.index},{shape_id}]"
                     )
         placed: dict[int, list[cp_model.IntVar]] = defaultdict(list)
         for (_, shape_id), var in self.count.items():
@@ -144,6 +164,7 @@ class AllocationModel:
         for node_class in data.classes:
             self._add_class(node_class)
         self._add_queue_constraints()
+        self._add_domains()
         self._add_objective()
 
     def _max_fit(self, node_class: NodeClass, shape: Shape) -> int:
@@ -334,6 +355,46 @@ class AllocationModel:
         if lhs:
             self.model.add(sum(lhs) <= max(0, scaled(resource, room, False)))
 
+    def _add_domains(self) -> None:
+        """Each constrained (sub)group picks one domain; its pods go only to that domain's
+        classes (classes never straddle domains). Picking jointly for every gang is what
+        the greedy pass's domain-by-domain search cannot do."""
+        model = self.model
+        for choice in self.data.domains:
+            admit = self.admit.get(choice.gang)
+            if admit is None:
+                continue
+            ids = sorted(
+                {
+                    d
+                    for d in choice.domain_of_class.values()
+                    if choice.allowed is None or d in choice.allowed
+                }
+            )
+            pick = {d: model.new_bool_var(f"in[{choice.label},{d}]") for d in ids}
+            held = None if choice.required else model.new_bool_var(f"together[{choice.label}]")
+            for (class_id, shape_id), var in self.count.items():
+                if shape_id not in choice.shapes:
+                    continue
+                domain = choice.domain_of_class.get(class_id)
+                if domain is None or domain not in pick:
+                    if choice.required:
+                        model.add(var == 0)
+                    elif held is not None:
+                        model.add(var == 0).only_enforce_if(held)
+                    continue
+                bound = self.count_bound[class_id, shape_id]
+                if held is None:
+                    model.add(var <= bound * pick[domain])
+                else:
+                    model.add(var <= bound * pick[domain] + bound * (1 - held))
+            if held is None:
+                model.add(sum(pick.values()) == admit)
+            else:
+                model.add(sum(pick.values()) == held)
+                model.add(held <= admit)
+            self.picks.append((choice, pick, held))
+
     # -- objective -----------------------------------------------------------------------
     def _gpu_units(self, request: Resources) -> int:
         return _ceil(request.gpu * OBJECTIVE_GPU_UNITS)
@@ -349,6 +410,9 @@ class AllocationModel:
                     elastic_bound += weight * len(gang.elastic)
         if elastic_terms:
             self.tiers.append(Tier("elastic pods", sum(elastic_terms), elastic_bound))
+        together = [held for _, _, held in self.picks if held is not None]
+        if together:
+            self.tiers.append(Tier("preferred topology domains kept", sum(together), len(together)))
         self._add_kai_placement_tier()
         self._add_placement_tier()
 

@@ -24,7 +24,14 @@ from kai.engine.solver.decode import decode
 from kai.engine.solver.model import AllocationModel, ModelInput
 from kai.engine.solver.shapes import NodeClass, Shape, build_classes, modelled, shape_of
 from kai.engine.solver.solve import add_greedy_hint, solve
-from kai.engine.topology import constrained
+from kai.engine.solver.topology_terms import (
+    domain_choices,
+    domain_key,
+    member_of,
+    rules_for_model,
+    topology_nodes,
+)
+from kai.engine.topology import GroupRules, TopologyIndex
 
 GreedyRunner = Callable[
     [Mapping[str, NodeCapacity], list[GangRequest], QueueBudget], AllocationOutcome
@@ -48,32 +55,48 @@ def optimize(
     config: EngineConfig,
     memory_mib: int,
     run_greedy: GreedyRunner,
+    topology: TopologyIndex | None = None,
 ) -> Optimized | None:
+    rules_of = {g.key: rules_for_model(g, topology) for g in gangs}
     modelled_gangs = sorted(
         (
             g
             for g in gangs
-            if all(modelled(p) for p in (*g.core, *g.elastic)) and not constrained(g.group)
+            if all(modelled(p) for p in (*g.core, *g.elastic)) and rules_of[g.key] is not False
         ),
         key=gang_order_key,
     )
+    held: list[tuple[GangRequest, GroupRules]] = []
+    for g in modelled_gangs:
+        found = rules_of[g.key]
+        if isinstance(found, GroupRules):
+            held.append((g, found))
     eligibility_sets: list[frozenset[str]] = []
     set_index: dict[frozenset[str], int] = {}
     shapes: list[Shape] = []
     shape_ids: dict[Shape, int] = {}
     shape_index: dict[str, int] = {}
     for gang in modelled_gangs:
+        rules = rules_of[gang.key]
         for pod in (*gang.core, *gang.elastic):
             names = eligible_for.nodes_for(pod)
+            member = ""
+            if isinstance(rules, GroupRules):
+                member = member_of(gang, pod)
+                inside = topology_nodes(rules, pod)
+                names = names if inside is None else names & inside
             if names not in set_index:
                 set_index[names] = len(eligibility_sets)
                 eligibility_sets.append(names)
-            shape = shape_of(pod, set_index[names])
+            shape = shape_of(pod, set_index[names], member)
             if shape not in shape_ids:
                 shape_ids[shape] = len(shapes)
                 shapes.append(shape)
             shape_index[pod.key] = shape_ids[shape]
-    classes = build_classes(capacity, eligibility_sets, lambda cap: cap.pods > 0)
+    used = [rule.tree.topology.name for _, rules in held for rule in rules.rules.values()]
+    classes = build_classes(
+        capacity, eligibility_sets, lambda cap: cap.pods > 0, domain_key(topology, used)
+    )
     class_of_node: dict[str, NodeClass] = {n: c for c in classes for n in c.nodes}
     kai_placement = Counter(
         (class_of_node[p.node].index, shape_index[p.pod.key])
@@ -96,6 +119,7 @@ def optimize(
                 greedy.offers, {p.key: g.key for g in modelled_gangs for p in g.elastic}
             ),
             kai_placement,
+            domain_choices(held, classes, shape_index, topology) if topology else (),
         )
     )
     add_greedy_hint(allocation, greedy, capacity, class_of_node)

@@ -26,6 +26,9 @@ class Shape:
     portion: Fraction
     memory_mib: int
     eligibility: int  # index into the list of distinct eligible-node sets
+    member: str = ""
+    """For a topology-constrained gang, the gang and the pod's sub-group: its pods are kept
+    apart from everyone else's, so the model can hold them to one domain."""
 
     @property
     def fractional(self) -> bool:
@@ -62,7 +65,7 @@ class NodeClass:
         )
 
 
-def shape_of(pod: Pod, eligibility: int) -> Shape:
+def shape_of(pod: Pod, eligibility: int, member: str = "") -> Shape:
     return Shape(
         pod.request.cpu,
         pod.request.memory,
@@ -70,6 +73,7 @@ def shape_of(pod: Pod, eligibility: int) -> Shape:
         pod.gpu.portion,
         pod.gpu.memory_mib,
         eligibility,
+        member,
     )
 
 
@@ -82,8 +86,10 @@ def build_classes(
     capacity: Mapping[str, NodeCapacity],
     eligibility_sets: Sequence[frozenset[str]],
     usable: Callable[[NodeCapacity], bool],
+    domains: Callable[[str], tuple[object, ...]] = lambda name: (),
 ) -> list[NodeClass]:
-    """Group nodes whose GPU state and eligibility are identical.
+    """Group nodes whose GPU state and eligibility are identical (and, with `domains`,
+    that sit in the same topology domains: a class never straddles two racks).
 
     Free CPU, memory and pod slots differ between partly used nodes of one type; they
     are kept as class totals (and the roomiest member's values) rather than splitting
@@ -94,7 +100,9 @@ def build_classes(
     for index, names in enumerate(eligibility_sets):
         for name in names:
             membership.setdefault(name, []).append(index)
-    groups: dict[tuple[tuple[int, ...], tuple[object, ...], tuple[int, ...]], list[str]] = {}
+    groups: dict[
+        tuple[tuple[int, ...], tuple[object, ...], tuple[int, ...], tuple[object, ...]], list[str]
+    ] = {}
     for name in sorted(capacity):
         cap = capacity[name]
         if name not in membership or not usable(cap):
@@ -104,10 +112,11 @@ def build_classes(
             tuple(membership[name]),
             (cap.whole_gpus, cap.node.gpus, memory),
             tuple(sorted(memory - used for used in cap.shared.values())),
+            domains(name),
         )
         groups.setdefault(key, []).append(name)
     classes: list[NodeClass] = []
-    for (_, _, residuals), members in groups.items():
+    for (_, _, residuals, _), members in groups.items():
         first = capacity[members[0]]
         caps = [capacity[name] for name in members]
         classes.append(

@@ -138,6 +138,19 @@ def add_greedy_hint(
         model.add_hint(var, per_class_shape.get(class_and_shape, 0))
     for same, _, wanted in allocation.kai_kept:
         model.add_hint(same, wanted)
+    for choice, pick, held in allocation.picks:
+        domains = {
+            choice.domain_of_class.get(class_of_node[p.node].index)
+            for p in outcome.placements.values()
+            if p.pod.group == choice.gang
+            and data.shape_index.get(p.pod.key) in choice.shapes
+            and p.node in class_of_node
+        }
+        one = next(iter(domains)) if len(domains) == 1 else None
+        for domain, var in pick.items():
+            model.add_hint(var, int(domain == one))
+        if held is not None:
+            model.add_hint(held, int(one is not None))
     _hint_patterns(allocation, by_node, capacity, class_of_node)
 
 
