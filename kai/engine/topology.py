@@ -69,6 +69,13 @@ class DomainTree:
             return None
         return ROOT if level == ROOT else ids[self.labels.index(level)]
 
+    def display(self, level: str) -> str:
+        """The level as users name it: its alias when it has one."""
+        for entry in self.topology.levels:
+            if entry.node_label == level:
+                return entry.alias or level
+        return level
+
     def path(self, node: str) -> tuple[str, ...] | None:
         """The node's domain id at every level, widest first; None outside the Topology."""
         return self._ids.get(node)
@@ -113,7 +120,8 @@ class MemberRule:
 
     def describe(self) -> str:
         what = f"job <{self.group}>" + (f", subgroup {self.member}" if self.member else "")
-        return f"topology {self.tree.topology.name}, requirement {self.required or ''} for {what}"
+        required = self.tree.display(self.required) if self.required else "none"
+        return f"topology {self.tree.topology.name}, requirement {required} for {what}"
 
 
 @dataclass(frozen=True)
@@ -319,7 +327,7 @@ def preferred_order(
 def no_domain_message(rule: MemberRule, pods: Sequence[Pod], misses: Sequence[DomainFit]) -> str:
     """KAI's wording, with the closest domains and their numbers."""
     gpus = _asked(pods)[0]
-    level = rule.levels[-1]
+    level = rule.tree.display(rule.levels[-1])
     head = f"{rule.describe()} couldn't be satisfied"
     if not misses:
         return f"{head}: no {level} domain of the topology has nodes these {len(pods)} pods may use"

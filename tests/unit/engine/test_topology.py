@@ -313,3 +313,23 @@ def test_random_constrained_gangs_the_solver_answer_is_always_valid(seed: int) -
         proposed = [ProposedBinding(b.pod, b.node, b.gpu_groups) for b in result.bindings]
         assert validate(snap, proposed) == []
     assert joint.accepted >= greedy.accepted
+
+
+def test_a_required_gang_preempts_into_a_fully_packed_rack() -> None:
+    """KAI#1591 (kai-semantics §12): KAI filters domains by free room before it looks at
+    victims, so a topology-required gang never preempts into a packed rack. kai measures
+    each domain on the room the victims leave: 44 one-GPU pods leave and the 11-pod gang
+    of four-GPU pods waits for them, whole, in the rack."""
+    nodes = [rack_node(f"n{i}", "z1", "r1", gpus=4) for i in range(11)]
+    low = [
+        pod(f"low-{i}-{j}", f"low-{i}-{j}", gpus=1, node_name=f"n{i}")
+        for i in range(11)
+        for j in range(4)
+    ]
+    gang = [pod(f"g{i}", "g", gpus=4) for i in range(11)]
+    groups = [group(p.name, "q", priority=10) for p in low]
+    high = dataclasses.replace(
+        constrained("g", 11, required="rack"), priority=100, preemptible=False
+    )
+    result = run_cycle(cluster(nodes, [*low, *gang], [*groups, high]), FAST)
+    assert len(result.evictions) == 44 and len(result.pipelined) == 11
