@@ -38,7 +38,7 @@ class _Search:
     running: Sequence[Pod]
     alone: bool
     failure: str | None = None
-    tried: int = field(default=0)
+    tried: list[str] = field(default_factory=list)  # candidate domains, as level id
 
     def pods_under(self, member: Member, pods: Sequence[Pod]) -> list[Pod]:
         if member.name is None:
@@ -80,7 +80,7 @@ class _Search:
         found, misses = candidates(rule, pods, self.index.capacity, allowed, pinned)
         if not found and self.failure is None:
             self.failure = no_domain_message(rule, pods, misses)
-        self.tried += len(found)
+        self.tried += [f"{rule.tree.display(c.domain.level)} {c.domain.id}" for c in found]
         return [
             (
                 c.nodes,
@@ -163,7 +163,9 @@ def place_constrained(
         return placed, ""
     if search.failure is not None:
         return None, search.failure
+    shown = ", ".join(search.tried[:5]) + (" ..." if len(search.tried) > 5 else "")
     return None, (
-        f"{len(core)} pods fit the free resources of {search.tried} candidate topology "
-        "domain(s) in total, but not on their nodes one by one"
+        f"the {len(core)} pods fit the free resources of {len(search.tried)} candidate topology "
+        f"domain(s) ({shown}) but not on nodes they may use one by one (node selectors, "
+        "affinity, taints or per-node room)"
     )
