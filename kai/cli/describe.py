@@ -215,19 +215,54 @@ def pod_group_views(
     """What the grouper makes of the workload's pods: one view per PodGroup, in pod order."""
     gvk = gvk_of(obj)
     if not (is_workload_kind(gvk.api_version, gvk.kind, registry) or gvk.kind == "Pod"):
-        return []
+        return _pod_less_views(obj, registry, priority_classes)
     objects = expand_workload(obj, registry)
     known = [obj, *objects]
     views: dict[str, dict[str, Any]] = {}
-    for pod in objects:
-        if pod.get("kind") != "Pod":
-            continue
+    pods = [item for item in objects if item.get("kind") == "Pod"]
+    for pod in pods:
         plan = plan_pod_group(pod, resolve_owner_chain(pod, known), registry, priority_classes)
         if plan is None:
             continue
         view = views.setdefault(plan.name, gang_view(plan))
         view["pods"] += 1
     return list(views.values())
+
+
+def _pod_less_views(
+    obj: Mapping[str, Any], registry: DefinitionRegistry, priority_classes: Mapping[str, int]
+) -> list[dict[str, Any]]:
+    """A definition without pod templates (no specDefinition) still tells the grouper how
+    to group any pod the workload's controller makes, as KAI's grouper reads it from the
+    top owner alone: plan for a pod it owns, and show that group, with no pods."""
+    if registry.get(gvk_of(obj)) is None:
+        return []
+    probe = _owned_pod(obj)
+    plan = plan_pod_group(probe, resolve_owner_chain(probe, [obj]), registry, priority_classes)
+    if plan is None:
+        return []
+    return [gang_view(plan)]
+
+
+def _owned_pod(obj: Mapping[str, Any]) -> dict[str, Any]:
+    gvk = gvk_of(obj)
+    meta = obj.get("metadata") or {}
+    owner = {
+        "apiVersion": gvk.api_version,
+        "kind": gvk.kind,
+        "name": meta.get("name", ""),
+        "uid": meta.get("uid", ""),
+        "controller": True,
+    }
+    pod_meta: dict[str, Any] = {"name": f"{meta.get('name', '')}-pod", "ownerReferences": [owner]}
+    if meta.get("namespace"):
+        pod_meta["namespace"] = meta["namespace"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": pod_meta,
+        "spec": {"schedulerName": "kai-scheduler", "containers": []},
+    }
 
 
 def gang_view(plan: PodGroupPlan) -> dict[str, Any]:

@@ -100,12 +100,6 @@ def test_pyflow_podgroup_without_subgroups() -> None:
     assert (group["minMember"], "minSubGroup" in group, _sub_groups(group)) == (2, False, [])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kai plans PodGroups from the pods a definition describes; with no specDefinition"
-    " there are none, where KAI's grouper builds the subgroups from the instruction alone"
-    " (the planner, kai/grouping/plan.py, is outside this change)",
-)
 def test_pyflow_podgroup_without_spec_definitions() -> None:
     """TestGetPodGroupMetadata_PodGroupV2DoesNotRequireSpecDefinition: both subgroups stand."""
     karta = _pyflow_karta(
