@@ -26,7 +26,8 @@ from kai.api.nodes import parse_node
 from kai.api.podgroups import parse_pod_group
 from kai.api.pods import annotated_pod_group_key, parse_pod
 from kai.api.queues import parse_queue, queue_warnings, validate_queue_tree
-from kai.engine.model import Node, Pod, PodGroup, Queue
+from kai.api.topologies import TOPOLOGY_API_VERSION, parse_topology
+from kai.engine.model import Node, Pod, PodGroup, Queue, Topology
 
 __all__ = [
     "ParsedObjects",
@@ -49,6 +50,7 @@ _KINDS: Mapping[str, tuple[str, bool]] = {
     "Queue": (QUEUE_API_VERSION, False),
     "PodGroup": (POD_GROUP_API_VERSION, True),
     "PriorityClass": (PRIORITY_CLASS_API_VERSION, False),
+    "Topology": (TOPOLOGY_API_VERSION, False),
 }
 
 
@@ -81,6 +83,7 @@ class ParsedObjects:
     pods: list[ParsedPod] = field(default_factory=list)
     queues: list[Queue] = field(default_factory=list)
     pod_groups: list[PodGroup] = field(default_factory=list)
+    topologies: list[Topology] = field(default_factory=list)
     priority_classes: dict[str, int] = field(default_factory=default_priority_classes)
     others: list[SourcedObject] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -176,6 +179,8 @@ def _parse_one(parsed: ParsedObjects, item: SourcedObject, ref: ObjectRef) -> No
     elif ref.kind == "Queue":
         parsed.queues.append(parse_queue(manifest))
         parsed.warnings += _lines(item.source, queue_warnings(manifest))
+    elif ref.kind == "Topology":
+        parsed.topologies.append(parse_topology(manifest))
     elif ref.kind == "PodGroup":
         group = parse_pod_group(manifest, parsed.priority_classes)
         parsed.pod_groups.append(group)

@@ -62,6 +62,7 @@ def load_scenario(
         pod_groups=tuple(sorted(groups.values(), key=lambda g: g.key)),
         queues=tuple(sorted(parsed.queues, key=lambda q: q.name)),
         now=now,
+        topologies=tuple(sorted(parsed.topologies, key=lambda t: t.name)),
     )
 
 
@@ -73,7 +74,7 @@ def _expand_workloads(
         if not isinstance(doc, Mapping):
             continue
         api_version, kind = str(doc.get("apiVersion", "")), str(doc.get("kind", ""))
-        if kind in ("Pod", "Node", "Queue", "PodGroup", "PriorityClass", "List"):
+        if kind in ("Pod", "Node", "Queue", "PodGroup", "PriorityClass", "Topology", "List"):
             continue
         if is_workload_kind(api_version, kind, registry):
             result += [(source, obj) for obj in expand_workload(doc, registry)]
