@@ -52,7 +52,10 @@ _COLLECTIONS = {
     "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
     "Queue": "/apis/scheduling.run.ai/v2/queues",
 }
-_LEFT_IN_PLACE = {"Namespace", "ServiceAccount", "Role", "RoleBinding"}
+_LEFT_IN_PLACE = {"Namespace"}
+"""Deleting a namespace waits on its finalizers; everything else the manifests create is
+removed afterwards, so a later test (the Helm chart's, which checks that nothing of kai's is
+installed before it installs) sees the cluster as it was."""
 _NOT_APPLIED = {
     "Deployment",
     "Service",
