@@ -7,7 +7,8 @@ halfway through and the cycle reasons about one consistent cluster.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from kai.api.shards import Shard
 from kai.kube.cache import Objects, WatchCache
@@ -23,7 +24,11 @@ PRIORITY_CLASSES = Resource(
     "PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses", namespaced=False
 )
 KARTAS = Resource("Karta", "/apis/run.ai/v1alpha1/kartas", namespaced=False, optional=True)
-WATCHED = (NODES, PODS, QUEUES, POD_GROUPS, PRIORITY_CLASSES, KARTAS)
+TOPOLOGIES = Resource(
+    "Topology", "/apis/kai.scheduler/v1alpha1/topologies", namespaced=False, optional=True
+)
+"""Optional as KAI's Karta is: a cluster without the CRD has no topology constraints to keep."""
+WATCHED = (NODES, PODS, QUEUES, POD_GROUPS, PRIORITY_CLASSES, KARTAS, TOPOLOGIES)
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,7 @@ class ClusterView:
     priority_classes: Objects
     kartas: Objects
     revision: int
+    topologies: Objects = field(default_factory=lambda: MappingProxyType({}))
 
 
 class ClusterCache(WatchCache):
@@ -65,4 +71,5 @@ class ClusterCache(WatchCache):
             priority_classes=self.copy(PRIORITY_CLASSES),
             kartas=self.copy(KARTAS),
             revision=self.revision,
+            topologies=self.copy(TOPOLOGIES),
         )

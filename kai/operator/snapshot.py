@@ -30,7 +30,8 @@ from kai.api.errors import ManifestError, object_ref, validated
 from kai.api.parse import parse_node, parse_pod, parse_pod_group, parse_queue, validate_queue_tree
 from kai.api.pods import annotated_pod_group_key
 from kai.api.reservations import counted_reservations
-from kai.engine.model import Node, Pod, PodGroup, PodPhase, Queue, SetAside, Snapshot
+from kai.api.topologies import parse_topology
+from kai.engine.model import Node, Pod, PodGroup, PodPhase, Queue, SetAside, Snapshot, Topology
 from kai.grouping import PodGroupPlan, grouped_manifest
 from kai.operator.cache import ClusterView
 
@@ -94,6 +95,7 @@ class SnapshotBuilder:
         self._queues: ParseMemo[Queue] = ParseMemo()
         self._groups: ParseMemo[PodGroup] = ParseMemo()
         self._pods: ParseMemo[Pod] = ParseMemo()
+        self._topologies: ParseMemo[Topology] = ParseMemo()
         self._reported: set[str] = set()  # problems logged, as of the last cycle
         self._reported_now: set[str] = set()  # problems seen this cycle
 
@@ -111,7 +113,8 @@ class SnapshotBuilder:
         for key in held:
             set_aside[key] = overlay.held[key]
         pods = [pod for pod in pods if pod.group not in held or pod.phase is not PodPhase.PENDING]
-        for memo in (self._nodes, self._queues, self._groups, self._pods):
+        topologies = self._parse_topologies(view)
+        for memo in (self._nodes, self._queues, self._groups, self._pods, self._topologies):
             memo.end_cycle()
         # A problem gone from the cluster is forgotten, so the memory does not grow for ever.
         self._reported, self._reported_now = self._reported_now, set()
@@ -122,6 +125,7 @@ class SnapshotBuilder:
             queues=tuple(sorted(queues, key=lambda q: q.name)),
             now=now,
             set_aside=tuple(sorted(set_aside.values(), key=lambda s: s.group)),
+            topologies=tuple(sorted(topologies, key=lambda t: t.name)),
         )
 
     @property
@@ -148,6 +152,20 @@ class SnapshotBuilder:
             else:
                 nodes.append(parsed)
         return nodes
+
+    def _parse_topologies(self, view: ClusterView) -> list[Topology]:
+        """The usable Topologies; a bad one is reported and left out, so the groups that
+        name it wait with InvalidTopologyConstraint instead of being placed anywhere."""
+        topologies: list[Topology] = []
+        for key, manifest in view.topologies.items():
+            parsed = self._topologies.get(
+                key, _version(manifest), partial(parse_topology, manifest)
+            )
+            if isinstance(parsed, ManifestError):
+                self._report(key, parsed)
+            else:
+                topologies.append(parsed)
+        return topologies
 
     def _parse_queues(self, view: ClusterView) -> tuple[list[Queue], dict[str, str]]:
         """The usable queues, and a message for each queue that is not (bad spec or tree)."""
