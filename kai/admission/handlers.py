@@ -21,6 +21,7 @@ from kai.api.admission import (
     pod_admission_errors,
     pod_group_admission_errors,
     queue_admission_errors,
+    topology_admission_errors,
 )
 from kai.api.constants import SCHEDULER_NAME
 from kai.api.errors import ManifestError
@@ -36,6 +37,7 @@ QUEUE_LIST_SECONDS = 5.0
 VALIDATE_QUEUE = "validate-queue"
 VALIDATE_POD_GROUP = "validate-podgroup"
 VALIDATE_POD = "validate-pod"
+VALIDATE_TOPOLOGY = "validate-topology"
 MUTATE_POD = "mutate-pod"
 
 _CHANGES: list[kopf.Operation] = ["CREATE", "UPDATE"]
@@ -77,6 +79,17 @@ def admission_registry(
     )
     def validate_pod_group(body: kopf.Body, **_: Any) -> None:
         _refuse(pod_group_admission_errors(dict(body)))
+
+    @kopf.on.validate(
+        "kai.scheduler",
+        "v1alpha1",
+        "topologies",
+        id=VALIDATE_TOPOLOGY,
+        operations=_CHANGES,
+        registry=registry,
+    )
+    def validate_topology(body: kopf.Body, **_: Any) -> None:
+        _refuse(topology_admission_errors(dict(body)))
 
     # The webhook configurations send only kai-scheduler pods (matchConditions); the handlers
     # check again, so a configuration without that condition still leaves other pods alone.

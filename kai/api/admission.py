@@ -35,6 +35,7 @@ from kai.api.gpu_sharing import (
 )
 from kai.api.podgroups import parse_pod_group
 from kai.api.queues import declared_parent, parse_queue, queue_tree_errors
+from kai.api.topologies import parse_topology
 
 _NAME_SUFFIX: Final = "shared-gpu"
 _MAX_VOLUME_NAME: Final = 63
@@ -75,6 +76,13 @@ def pod_group_admission_errors(manifest: Mapping[str, Any]) -> list[ManifestErro
     """
     named = _named(manifest)
     return _errors_of(lambda: parse_pod_group(named, {}))
+
+
+def topology_admission_errors(manifest: Mapping[str, Any]) -> list[ManifestError]:
+    """What `parse_topology` rejects: KAI's webhook rules on aliases (unique, never a level's
+    label) beside the CRD's own rules, which the API server has already applied."""
+    named = _named(manifest)
+    return _errors_of(lambda: parse_topology(named))
 
 
 def pod_admission_errors(manifest: Mapping[str, Any]) -> list[ManifestError]:

@@ -128,9 +128,33 @@ async def test_bad_queues_and_pod_groups_are_refused_naming_the_field(
                 )
             )
             assert refused is not None and "spec.minSubGroup" in refused
+
+            # KAI's Topology webhook: an alias used twice is refused (the CRD cannot say so).
+            levels = [
+                {"nodeLabel": "example.com/zone", "alias": "near"},
+                {"nodeLabel": "example.com/rack", "alias": "near"},
+            ]
+            twice = await refusal(lambda: _create_topology(api, levels, dry_run=True))
+            assert twice is not None and "spec.levels[1].alias" in twice and "near" in twice
+            levels[1]["alias"] = "rack"
+            assert await refusal(lambda: _create_topology(api, levels, dry_run=True)) is None
         finally:
             await delete_queue(api, child)
             await delete_queue(api, parent)
+
+
+async def _create_topology(
+    api: client.ApiClient, levels: list[dict[str, str]], dry_run: bool
+) -> object:
+    body = {
+        "apiVersion": "kai.scheduler/v1alpha1",
+        "kind": "Topology",
+        "metadata": {"name": unique("topo")},
+        "spec": {"levels": levels},
+    }
+    return await client.CustomObjectsApi(api).create_cluster_custom_object(
+        "kai.scheduler", "v1alpha1", "topologies", body, dry_run="All" if dry_run else None
+    )
 
 
 async def test_a_fraction_pod_gets_its_device_wiring_and_runs_through_gpu_sharing(
