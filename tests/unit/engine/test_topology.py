@@ -23,7 +23,8 @@ from kai.engine.model import (
 )
 from kai.engine.topology import INVALID_TOPOLOGY, UNSCHEDULABLE
 from kai.engine.validator import ProposedBinding, validate
-from tests.unit.engine.builders import group, node, pod, queue, snapshot
+from kai.simulate.scenario import load_scenario
+from tests.unit.engine.builders import NOW, group, node, pod, queue, snapshot
 
 FAST = EngineConfig(time_limit_seconds=0.5, solver_workers=1)
 GREEDY = EngineConfig(time_limit_seconds=0)
@@ -333,3 +334,81 @@ def test_a_required_gang_preempts_into_a_fully_packed_rack() -> None:
     )
     result = run_cycle(cluster(nodes, [*low, *gang], [*groups, high]), FAST)
     assert len(result.evictions) == 44 and len(result.pipelined) == 11
+
+
+def test_a_segmented_pytorchjob_keeps_each_segment_in_one_rack() -> None:
+    """docs/topology/segments.md through kai simulate's loader: 4 workers in segments of 2,
+    each segment required on one rack. Each rack has three 1-GPU nodes: placed in order
+    alone, workers 2 and 3 would land on r1's last node and r2's first."""
+    rack_label = "example.com/rack"
+    nodes = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": {rack_label: rack}},
+            "status": {
+                "allocatable": {
+                    "cpu": "16",
+                    "memory": "64Gi",
+                    "pods": "110",
+                    "nvidia.com/gpu": gpus,
+                }
+            },
+        }
+        for name, rack, gpus in (
+            ("r1-a", "r1", "1"),
+            ("r1-b", "r1", "1"),
+            ("r1-c", "r1", "1"),
+            ("r2-a", "r2", "1"),
+            ("r2-b", "r2", "1"),
+            ("r2-c", "r2", "1"),
+        )
+    ]
+    worker = {
+        "metadata": {
+            "annotations": {
+                "kai.scheduler/segment-size": "2",
+                "kai.scheduler/topology": "racks",
+                "kai.scheduler/segment-topology-required-placement": rack_label,
+            }
+        },
+        "spec": {
+            "schedulerName": "kai-scheduler",
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+        },
+    }
+    job = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {
+            "name": "pt",
+            "namespace": "ml",
+            "uid": "uid-pt",
+            "labels": {"kai.scheduler/queue": "q"},
+        },
+        "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 4, "template": worker}}},
+    }
+    documents = [
+        *nodes,
+        {
+            "apiVersion": "kai.scheduler/v1alpha1",
+            "kind": "Topology",
+            "metadata": {"name": "racks"},
+            "spec": {"levels": [{"nodeLabel": rack_label}]},
+        },
+        {
+            "apiVersion": "scheduling.run.ai/v2",
+            "kind": "Queue",
+            "metadata": {"name": "q"},
+            "spec": {
+                "resources": {k: {"quota": -1, "limit": -1} for k in ("gpu", "cpu", "memory")}
+            },
+        },
+        job,
+    ]
+    snap = load_scenario([("cluster.yaml", d) for d in documents], NOW)
+    result = run_cycle(snap, FAST)
+    by_pod = {b.pod: b.node for b in result.bindings}
+    assert len(by_pod) == 4
+    for segment in (("ml/pt-worker-0", "ml/pt-worker-1"), ("ml/pt-worker-2", "ml/pt-worker-3")):
+        assert len({by_pod[p].split("-")[0] for p in segment}) == 1, by_pod

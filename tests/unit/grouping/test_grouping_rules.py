@@ -536,3 +536,86 @@ def test_expansion_splits_a_components_pods_over_the_replicas_of_its_group() -> 
         "1",
         "1",
     ]
+
+
+def _segmented_pytorch(workers: int, size: str, **worker_annotations: str) -> dict[str, Any]:
+    """KAI's getPytorchJobWithSegments: one master, `workers` workers, the segment size on
+    the Worker template (pods carry their template's annotations)."""
+    annotations = {"kai.scheduler/segment-size": size, **worker_annotations}
+    return obj(
+        "kubeflow.org/v1",
+        "PyTorchJob",
+        "pt",
+        {
+            "pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "template": template()},
+                "Worker": {"replicas": workers, "template": template(annotations=annotations)},
+            }
+        },
+    )
+
+
+def test_pytorch_segments_four_workers_two_per_segment() -> None:
+    """TestGetPodGroupMetadata_Segments_HappyFlow_4Workers_2PerSegment: 1 master + 4
+    workers; `worker` becomes a parent of two segments; each worker pod is in the segment of
+    its replica index over the segment size."""
+    planned = plans(_segmented_pytorch(4, "2"))
+    assert {spec(p)["minMember"] for p in planned} == {5}
+    assert spec(planned[0])["subGroups"] == [
+        {"name": "master", "minMember": 1},
+        {"name": "worker", "minSubGroup": 2},
+        {"name": "worker-0", "minMember": 2, "parent": "worker"},
+        {"name": "worker-1", "minMember": 2, "parent": "worker"},
+    ]
+    labels = [p.pod_labels["kai.scheduler/subgroup-name"] for p in planned]
+    assert labels == ["master", "worker-0", "worker-0", "worker-1", "worker-1"]
+
+
+def test_pytorch_segments_five_workers_end_with_a_partial_segment() -> None:
+    """TestGetPodGroupMetadata_Segments_5Workers_2PerSegment: three segments, the last of one."""
+    [first, *_] = plans(_segmented_pytorch(5, "2"))
+    assert spec(first)["minMember"] == 6
+    segments = [s for s in spec(first)["subGroups"] if s.get("parent") == "worker"]
+    assert [(s["name"], s["minMember"]) for s in segments] == [
+        ("worker-0", 2),
+        ("worker-1", 2),
+        ("worker-2", 1),
+    ]
+
+
+def test_pytorch_segments_carry_the_segment_topology_constraint() -> None:
+    """docs/topology/segments.md, multi-level example: the job pinned to a zone by its own
+    annotations, each segment of 4 workers to a rack by the Worker template's."""
+    job = _segmented_pytorch(
+        16, "4", **{"kai.scheduler/segment-topology-required-placement": "rack"}
+    )
+    job["metadata"]["annotations"] = {
+        "kai.scheduler/topology": "cluster-topology",
+        "kai.scheduler/topology-required-placement": "zone",
+    }
+    [first, *_] = plans(job)
+    group = spec(first)
+    assert group["topologyConstraint"] == {
+        "topology": "cluster-topology",
+        "requiredTopologyLevel": "zone",
+    }
+    segments = [s for s in group["subGroups"] if s.get("parent") == "worker"]
+    assert len(segments) == 4
+    assert all(
+        s["topologyConstraint"] == {"topology": "cluster-topology", "requiredTopologyLevel": "rack"}
+        for s in segments
+    )
+
+
+def test_pytorch_elastic_workers_beyond_the_minimum_are_optional_segments() -> None:
+    """Segments past the workers minAvailable needs are elastic (minimum 0)."""
+    job = _segmented_pytorch(6, "2")
+    job["spec"]["runPolicy"] = {"schedulingPolicy": {"minAvailable": 3}}  # master + 2 workers
+    [first, *_] = plans(job)
+    segments = [s for s in spec(first)["subGroups"] if s.get("parent") == "worker"]
+    assert [s["minMember"] for s in segments] == [2, 0, 0]
+
+
+def test_a_segment_size_that_is_not_a_number_is_an_error_naming_the_annotation() -> None:
+    with pytest.raises(ManifestError, match=r"segment-size"):
+        plans(_segmented_pytorch(4, "not-a-number"))
