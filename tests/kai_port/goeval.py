@@ -359,9 +359,8 @@ class Evaluator:
         for declaration in parameters.named_children if parameters else []:
             names += [text(n) for n in declaration.children_by_field_name("name")]
         if len(names) != len(args):
-            raise UnsupportedError(
-                f"call of {text(function.child_by_field_name('name'))} with variadic args"
-            )  # type: ignore[arg-type]
+            name = text(function.child_by_field_name("name"))  # type: ignore[arg-type]
+            raise UnsupportedError(f"call of {name} with variadic args")
         scope.values.update(zip(names, args, strict=True))
         return self.run_block(function.child_by_field_name("body"), scope)
 
