@@ -871,6 +871,15 @@ def convert_file(repo: Path, tag: str, path: str, outcome: Outcome, out: Path) -
         driver, reason = harness.get(
             function_name, (None, f"{function_name} is not run by a Test function")
         )
+        changed = evaluator.reassigned_locals(function)
+        if changed and driver is not None:
+            driver, reason = (
+                None,
+                (
+                    "the case is built by Go code (make, append, loops), not a table: "
+                    f"{function_name} changes {', '.join(sorted(changed))} after declaring it"
+                ),
+            )
         for case_node in cases:
             number_in_file += 1
             case_id = f"{stem}/{number_in_file:03d}"
@@ -899,7 +908,9 @@ def convert_file(repo: Path, tag: str, path: str, outcome: Outcome, out: Path) -
                 continue
             except UnsupportedError as error:
                 feature = FEATURE_MARKERS.search(text(case_node))
-                if str(error).startswith(("slice_type", "map_type", "unknown identifier")):
+                if str(error).startswith(
+                    ("slice_type", "map_type", "unknown identifier", "comparison")
+                ):
                     error = UnsupportedError(
                         f"the case is built by Go code (make, append, loops), not a table: {error}"
                     )
