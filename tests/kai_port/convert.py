@@ -9,7 +9,7 @@ expected per-task results and bind/evict/pipeline counts become an `expect` sect
 How KAI's single-action expectations map onto kai's whole cycle is in README.md here.
 
 A case that cannot be expressed is listed, with the reason, in UNCONVERTED.md; cases
-that need features kai does not model (MIG, DRA, NUMA, topology) are listed there too,
+that need features kai does not model (MIG, DRA, NUMA) are listed there too,
 as "not supported".
 """
 
@@ -54,13 +54,11 @@ CUSTOM_HARNESS = re.compile(
 )
 
 
-FEATURE_MARKERS = re.compile(
-    r"Numa|NUMA|ResourceClaim|ResourceSlice|DeviceClass|Mig[A-Z]|Topology(?!Metadata|Basic)[A-Z]|Topologies"
-)
+FEATURE_MARKERS = re.compile(r"Numa|NUMA|ResourceClaim|ResourceSlice|DeviceClass|Mig[A-Z]")
 
 
 class NotSupportedError(Exception):
-    """The case needs a feature kai does not model (MIG, DRA, NUMA, topology, ...)."""
+    """The case needs a feature kai does not model (MIG, DRA, NUMA, ...)."""
 
 
 @dataclass
@@ -249,8 +247,6 @@ def get(struct: Any, key: str, default: Any = None) -> Any:
 
 
 def check_supported(topo: GoStruct) -> None:
-    if get(topo, "Topologies"):
-        raise NotSupportedError("topology (Topologies)")
     for key in ("ResourceSlices", "ResourceClaims", "DeviceClasses", "TestDRAObjects"):
         if get(topo, key):
             raise NotSupportedError("DRA")
@@ -260,9 +256,6 @@ def check_supported(topo: GoStruct) -> None:
         if get(node, "NumaTopology"):
             raise NotSupportedError(f"NUMA (node {name})")
     for job in get(topo, "Jobs", []):
-        root = get(job, "RootSubGroupSet")
-        if isinstance(root, SubGroupSet) and _has_topology(root):
-            raise NotSupportedError("topology constraints on subgroups")
         for task in get(job, "Tasks", []):
             if get(task, "RequiredMigInstances") or get(task, "IsLegacyMigTask"):
                 raise NotSupportedError("MIG")
@@ -281,14 +274,6 @@ def check_supported(topo: GoStruct) -> None:
     for expected in get(topo, "ExpectedNodesResources", {}).values():
         if get(expected, "NUMAZonesAvailable"):
             raise NotSupportedError("NUMA expectations")
-
-
-def _has_topology(group: SubGroupSet) -> bool:
-    return (
-        bool(group.topology)
-        or any(p.topology for p in group.pod_sets)
-        or any(_has_topology(c) for c in group.children)
-    )
 
 
 def placement_strategy(topo: GoStruct) -> tuple[str, str] | None:
@@ -341,6 +326,23 @@ def convert_case(topo: GoStruct, meta: GoStruct | None, driver: Driver) -> dict[
                 "kind": "Node",
                 "metadata": {"name": name, "labels": labels},
                 "status": {"allocatable": allocatable},
+            }
+        )
+
+    # Topologies (cluster-scoped), widest level first as in KAI's TopologySpec.
+    for topology in get(topo, "Topologies", []):
+        levels = []
+        for level in get(get(topology, "Spec"), "Levels", []):
+            entry = {"nodeLabel": str(level["NodeLabel"])}
+            if get(level, "Alias"):
+                entry["alias"] = str(get(level, "Alias"))
+            levels.append(entry)
+        objects.append(
+            {
+                "apiVersion": "kai.scheduler/v1alpha1",
+                "kind": "Topology",
+                "metadata": {"name": str(get(get(topology, "ObjectMeta"), "Name"))},
+                "spec": {"levels": levels},
             }
         )
 
@@ -545,11 +547,19 @@ def _subgroups(job: GoStruct, tasks: list[Any], spec: dict[str, Any]) -> bool:
         spec["minMember"] = len(tasks)
         return False
     assert isinstance(root, SubGroupSet)
+    constraint = _constraint(root.topology)
+    if constraint:
+        spec["topologyConstraint"] = constraint
+    if not root.children and not root.pod_sets and not any(named):
+        # KAI's fake puts the tasks in a "default" pod set of all of them.
+        spec["minMember"] = len(tasks)
+        return False
     if (
         not root.children
         and len(root.pod_sets) == 1
         and root.pod_sets[0].name == "default"
         and not any(named)
+        and not root.pod_sets[0].topology
     ):
         spec["minMember"] = root.pod_sets[0].min_available
         return False
@@ -562,6 +572,8 @@ def _subgroups(job: GoStruct, tasks: list[Any], spec: dict[str, Any]) -> bool:
             entry: dict[str, Any] = {"name": pod_set.name, "minMember": pod_set.min_available}
             if parent:
                 entry["parent"] = parent
+            if _constraint(pod_set.topology):
+                entry["topologyConstraint"] = _constraint(pod_set.topology)
             subgroups.append(entry)
         for child in group.children:
             entry = {"name": child.name}
@@ -569,6 +581,8 @@ def _subgroups(job: GoStruct, tasks: list[Any], spec: dict[str, Any]) -> bool:
                 entry["parent"] = parent
             if child.min_sub_group is not None:
                 entry["minSubGroup"] = child.min_sub_group
+            if _constraint(child.topology):
+                entry["topologyConstraint"] = _constraint(child.topology)
             subgroups.append(entry)
             walk(child, child.name)
 
@@ -584,6 +598,16 @@ def _subgroups(job: GoStruct, tasks: list[Any], spec: dict[str, Any]) -> bool:
     else:
         spec["minMember"] = _required(root)
     return True
+
+
+def _constraint(info: Any) -> dict[str, str]:
+    """A `topology_info.TopologyConstraintInfo` as a PodGroup's `topologyConstraint`."""
+    fields = {
+        "topology": "Topology",
+        "requiredTopologyLevel": "RequiredLevel",
+        "preferredTopologyLevel": "PreferredLevel",
+    }
+    return {key: str(get(info, name)) for key, name in fields.items() if get(info, name)}
 
 
 def _required(group: SubGroupSet) -> int:
@@ -847,6 +871,15 @@ def convert_file(repo: Path, tag: str, path: str, outcome: Outcome, out: Path) -
         driver, reason = harness.get(
             function_name, (None, f"{function_name} is not run by a Test function")
         )
+        changed = evaluator.reassigned_locals(function)
+        if changed and driver is not None:
+            driver, reason = (
+                None,
+                (
+                    "the case is built by Go code (make, append, loops), not a table: "
+                    f"{function_name} changes {', '.join(sorted(changed))} after declaring it"
+                ),
+            )
         for case_node in cases:
             number_in_file += 1
             case_id = f"{stem}/{number_in_file:03d}"
@@ -875,7 +908,9 @@ def convert_file(repo: Path, tag: str, path: str, outcome: Outcome, out: Path) -
                 continue
             except UnsupportedError as error:
                 feature = FEATURE_MARKERS.search(text(case_node))
-                if str(error).startswith(("slice_type", "map_type", "unknown identifier")):
+                if str(error).startswith(
+                    ("slice_type", "map_type", "unknown identifier", "comparison")
+                ):
                     error = UnsupportedError(
                         f"the case is built by Go code (make, append, loops), not a table: {error}"
                     )
@@ -913,7 +948,7 @@ def write_unconverted(outcome: Outcome, out: Path, tag: str) -> None:
         "Generated by tests/kai_port/convert.py; do not edit.",
         "",
         f"Converted: {len(outcome.converted)}. Not converted: {len(outcome.unconverted)}. "
-        f"Not supported by kai (MIG, DRA, NUMA, topology, ...): {len(outcome.not_supported)}.",
+        f"Not supported by kai (MIG, DRA, NUMA, ...): {len(outcome.not_supported)}.",
         "",
         "## Not converted (the converter cannot express the case)",
         "",

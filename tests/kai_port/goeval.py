@@ -5,7 +5,9 @@ composite literals (structs become `GoStruct`, slices lists, maps dicts), packag
 constants, pointer helpers (`ptr.To`, `pointer.Int`, ...), arithmetic, durations, and the
 SubGroup builders (`subgroup_info.NewSubGroupSet`, `NewPodSet`, `AddPodSet`,
 `AddSubGroup`, `SetMinSubGroup`, `jobs_fake.DefaultSubGroup`), including the
-`func() T { ...; return x }()` closures the tables build them in. Anything else raises
+`func() T { ...; return x }()` closures the tables build them in, and helper functions
+made of simple statements: `make` of an empty map or slice, assignments, `++`/`--`, and
+three-clause `for` loops (how KAI's tables build node maps). Anything else raises
 `UnsupportedError` with the construct, so a case is reported, never guessed.
 """
 
@@ -52,6 +54,7 @@ class SubGroupSet:
 
 
 SECOND = 1.0
+MAX_LOOP_ITERATIONS = 10_000
 CONSTANTS: dict[str, Any] = {
     "constants.PriorityTrainNumber": 50,
     "constants.PriorityInteractivePreemptibleNumber": 75,
@@ -129,6 +132,17 @@ class Scope:
             scope = scope.parent
         raise UnsupportedError(f"unknown identifier {name}")
 
+    def assign(self, name: str, value: Any) -> None:
+        """Set a variable in the scope that declares it."""
+        scope: Scope | None = self
+        while scope is not None:
+            if name in scope.values or name in scope.nodes:
+                scope.nodes.pop(name, None)
+                scope.values[name] = value
+                return
+            scope = scope.parent
+        raise UnsupportedError(f"assignment to undeclared {name}")
+
 
 class Evaluator:
     def __init__(self, source: bytes) -> None:
@@ -173,6 +187,35 @@ class Evaluator:
                 elif statement.type in ("const_declaration", "var_declaration"):
                     self._declare(statement, scope)
         return scope
+
+    def reassigned_locals(self, function: Node) -> set[str]:
+        """The function's own variables that its statements change after declaring them.
+
+        `function_scope` sees only the declarations, so a table built up by later
+        statements (`test.Jobs = append(test.Jobs, ...)` in a loop) would read as empty.
+        """
+        body = function.child_by_field_name("body")
+        if body is None:
+            return set()
+        declared = set(self.function_scope(function).nodes)
+        changed: set[str] = set()
+        todo = [body]
+        while todo:
+            node = todo.pop()
+            targets: list[Node] = []
+            if node.type == "assignment_statement":
+                left = node.child_by_field_name("left")
+                targets = left.named_children if left is not None else []
+            elif node.type in ("inc_statement", "dec_statement"):
+                targets = node.named_children[:1]
+            for target in targets:
+                root: Node | None = target
+                while root is not None and root.type in ("selector_expression", "index_expression"):
+                    root = root.child_by_field_name("operand")
+                if root is not None and root.type == "identifier" and text(root) in declared:
+                    changed.add(text(root))
+            todo += node.named_children
+        return changed
 
     # --- expressions -------------------------------------------------------------------
 
@@ -239,23 +282,15 @@ class Evaluator:
         left = self.eval(node.child_by_field_name("left"), scope)  # type: ignore[arg-type]
         right = self.eval(node.child_by_field_name("right"), scope)  # type: ignore[arg-type]
         operator = text(node.child_by_field_name("operator"))  # type: ignore[arg-type]
-        if not all(isinstance(v, int | float) for v in (left, right)):
-            if operator == "+" and isinstance(left, str) and isinstance(right, str):
-                return left + right
-            raise UnsupportedError(f"binary {text(node)[:60]}")
-        if operator == "*":
-            return left * right
-        if operator == "+":
-            return left + right
-        if operator == "-":
-            return left - right
-        if operator == "/":
-            return (
-                left / right
-                if isinstance(left, float) or isinstance(right, float)
-                else left // right
-            )
-        raise UnsupportedError(f"binary operator {operator}")
+        return _apply(operator, left, right, text(node))
+
+    def _e_index_expression(self, node: Node, scope: Scope) -> Any:
+        container = self.eval(node.child_by_field_name("operand"), scope)  # type: ignore[arg-type]
+        key = self.eval(node.child_by_field_name("index"), scope)  # type: ignore[arg-type]
+        try:
+            return container[key]
+        except (KeyError, IndexError, TypeError) as error:
+            raise UnsupportedError(f"index {text(node)[:60]}") from error
 
     def _e_composite_literal(self, node: Node, scope: Scope) -> Any:
         type_node = node.child_by_field_name("type")
@@ -315,6 +350,8 @@ class Evaluator:
         if function.type == "func_literal":
             return self.run_block(function.child_by_field_name("body"), Scope(self, scope))
         name = text(function)
+        if name == "make":
+            return _make(arguments)
         args = [self.eval(a, scope) for a in arguments.named_children if a.type != "type_arguments"]
         if name in PASS_THROUGH:
             if len(args) != 1:
@@ -359,40 +396,99 @@ class Evaluator:
         for declaration in parameters.named_children if parameters else []:
             names += [text(n) for n in declaration.children_by_field_name("name")]
         if len(names) != len(args):
-            raise UnsupportedError(
-                f"call of {text(function.child_by_field_name('name'))} with variadic args"
-            )  # type: ignore[arg-type]
+            name = text(function.child_by_field_name("name"))  # type: ignore[arg-type]
+            raise UnsupportedError(f"call of {name} with variadic args")
         scope.values.update(zip(names, args, strict=True))
         return self.run_block(function.child_by_field_name("body"), scope)
 
     def run_block(self, block: Node | None, scope: Scope) -> Any:
-        """Run a closure body: declarations, builder method calls, and one return."""
+        """Run a function body: simple statements, `for` loops, and one return."""
         if block is None:
             raise UnsupportedError("function without body")
+        return self._run_statements(block, scope)[1]
+
+    def _run_statements(self, block: Node, scope: Scope) -> tuple[bool, Any]:
+        """(whether a return was reached, its value)."""
         for statement in _statements(block):
-            if statement.type == "short_var_declaration":
-                left = statement.child_by_field_name("left")
-                right = statement.child_by_field_name("right")
-                assert left is not None and right is not None
-                for name, val in zip(left.named_children, right.named_children, strict=True):
-                    scope.values[text(name)] = self.eval(val, scope)
-            elif statement.type in ("var_declaration", "const_declaration"):
-                self._declare(statement, scope)
-            elif statement.type == "expression_statement":
-                self.eval(statement.named_children[0], scope)
-            elif statement.type == "return_statement":
+            if statement.type == "return_statement":
                 values = statement.named_children
                 if not values:
-                    return None
+                    return True, None
                 inner = values[0]
                 if inner.type == "expression_list":
                     inner = inner.named_children[0]
-                return self.eval(inner, scope)
-            elif statement.type == "comment":
-                continue
+                return True, self.eval(inner, scope)
+            if statement.type == "for_statement":
+                returned, value = self._run_for(statement, scope)
+                if returned:
+                    return True, value
             else:
-                raise UnsupportedError(f"statement {statement.type} in a closure")
-        return None
+                self._run_simple(statement, scope)
+        return False, None
+
+    def _run_for(self, statement: Node, scope: Scope) -> tuple[bool, Any]:
+        clause = statement.named_children[0]
+        if clause.type != "for_clause" or clause.child_by_field_name("condition") is None:
+            raise UnsupportedError(f"for loop other than `for init; cond; post`: {text(clause)}")
+        condition = clause.child_by_field_name("condition")
+        initializer = clause.child_by_field_name("initializer")
+        update = clause.child_by_field_name("update")
+        body = statement.child_by_field_name("body")
+        assert condition is not None and body is not None
+        loop = Scope(self, scope)
+        if initializer is not None:
+            self._run_simple(initializer, loop)
+        for _ in range(MAX_LOOP_ITERATIONS):
+            if not self.eval(condition, loop):
+                return False, None
+            returned, value = self._run_statements(body, Scope(self, loop))
+            if returned:
+                return True, value
+            if update is not None:
+                self._run_simple(update, loop)
+        raise UnsupportedError(f"loop runs over {MAX_LOOP_ITERATIONS} iterations")
+
+    def _run_simple(self, statement: Node, scope: Scope) -> None:
+        if statement.type == "short_var_declaration":
+            left = statement.child_by_field_name("left")
+            right = statement.child_by_field_name("right")
+            assert left is not None and right is not None
+            for name, val in zip(left.named_children, right.named_children, strict=True):
+                scope.values[text(name)] = self.eval(val, scope)
+        elif statement.type in ("var_declaration", "const_declaration"):
+            self._declare(statement, scope)
+        elif statement.type == "expression_statement":
+            self.eval(statement.named_children[0], scope)
+        elif statement.type in ("inc_statement", "dec_statement"):
+            target = statement.named_children[0]
+            step = 1 if statement.type == "inc_statement" else -1
+            self._store(target, self.eval(target, scope) + step, scope)
+        elif statement.type == "assignment_statement":
+            left = statement.child_by_field_name("left")
+            right = statement.child_by_field_name("right")
+            operator = text(statement.child_by_field_name("operator"))  # type: ignore[arg-type]
+            assert left is not None and right is not None
+            values = [self.eval(v, scope) for v in right.named_children]
+            for target, value in zip(left.named_children, values, strict=True):
+                if operator == "=":
+                    self._store(target, value, scope)
+                else:
+                    current = self.eval(target, scope)
+                    self._store(
+                        target, _apply(operator[:-1], current, value, text(statement)), scope
+                    )
+        else:
+            raise UnsupportedError(f"statement {statement.type} in a function body")
+
+    def _store(self, target: Node, value: Any, scope: Scope) -> None:
+        if target.type == "identifier":
+            scope.assign(text(target), value)
+        elif target.type == "index_expression":
+            container = self.eval(target.child_by_field_name("operand"), scope)  # type: ignore[arg-type]
+            key = self.eval(target.child_by_field_name("index"), scope)  # type: ignore[arg-type]
+            container[key] = value
+        else:
+            raise UnsupportedError(f"assignment to {text(target)[:60]}")
 
 
 @dataclass(frozen=True)
@@ -404,6 +500,50 @@ class Symbol:
     @property
     def short(self) -> str:
         return self.name.rsplit(".", 1)[-1]
+
+
+COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+}
+
+
+def _apply(operator: str, left: Any, right: Any, source: str) -> Any:
+    """A Go binary operator on evaluated operands (`source` names the expression in errors)."""
+    if operator in COMPARISONS:
+        if not all(isinstance(v, int | float | str) for v in (left, right)):
+            raise UnsupportedError(f"comparison {source[:60]}")
+        return COMPARISONS[operator](left, right)
+    if not all(isinstance(v, int | float) for v in (left, right)):
+        if operator == "+" and isinstance(left, str) and isinstance(right, str):
+            return left + right
+        raise UnsupportedError(f"binary {source[:60]}")
+    if operator == "*":
+        return left * right
+    if operator == "+":
+        return left + right
+    if operator == "-":
+        return left - right
+    if operator == "/":
+        return (
+            left / right if isinstance(left, float) or isinstance(right, float) else left // right
+        )
+    raise UnsupportedError(f"binary operator {operator}")
+
+
+def _make(arguments: Node) -> Any:
+    """`make(map[K]V)` or `make([]T, 0[, capacity])`: an empty map or slice."""
+    type_node, *sizes = arguments.named_children
+    kind = _type_kind(type_node)
+    if kind == "map":
+        return {}
+    if kind == "slice" and (not sizes or text(sizes[0]) == "0"):
+        return []
+    raise UnsupportedError(f"make({text(arguments)[1:-1][:60]})")
 
 
 def _statements(block: Node) -> list[Node]:
