@@ -3,9 +3,9 @@ top owner asks for a rack bound inside one rack by `kai run`."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
-import pytest
 from kai_operator_support import (
     bound_pods,
     create_queue,
@@ -33,24 +33,57 @@ def topology(name: str, *labels: str) -> dict[str, Any]:
     }
 
 
-async def test_the_crd_refuses_a_hostname_level_that_is_not_last(api: client.ApiClient) -> None:
-    objects = client.CustomObjectsApi(api)
-    name = unique("topo")
-    await objects.create_cluster_custom_object(
-        GROUP, VERSION, PLURAL, topology(name, "example.com/rack", "kubernetes.io/hostname")
-    )
+async def _refused(create: Any) -> str:
     try:
-        with pytest.raises(client.ApiException) as refused:
-            await objects.create_cluster_custom_object(
+        await create()
+    except client.ApiException as error:
+        assert error.status == 422, error.body
+        return str(error.body)
+    raise AssertionError("the API server accepted it")
+
+
+async def test_the_crd_refuses_what_kais_cel_rules_refuse(api: client.ApiClient) -> None:
+    objects = client.CustomObjectsApi(api)
+    zone, rack, host = "topology.kubernetes.io/zone", "example.com/rack", "kubernetes.io/hostname"
+    name = unique("topo")
+    try:
+        hostname_first = await _refused(
+            lambda: objects.create_cluster_custom_object(
+                GROUP, VERSION, PLURAL, topology(unique("bad"), host, zone)
+            )
+        )
+        assert "lowest level" in hostname_first
+        duplicate = await _refused(
+            lambda: objects.create_cluster_custom_object(
+                GROUP, VERSION, PLURAL, topology(unique("bad"), zone, zone)
+            )
+        )
+        assert "nodeLabel must be unique" in duplicate
+        await objects.create_cluster_custom_object(
+            GROUP, VERSION, PLURAL, topology(name, zone, host)
+        )
+        relabelled = await _refused(
+            lambda: objects.patch_cluster_custom_object(
                 GROUP,
                 VERSION,
                 PLURAL,
-                topology(unique("topo"), "kubernetes.io/hostname", "example.com/rack"),
+                name,
+                {"spec": {"levels": [{"nodeLabel": rack}, {"nodeLabel": host}]}},
+                _content_type="application/merge-patch+json",
             )
-        assert refused.value.status == 422
-        assert "lowest level" in str(refused.value.body)
+        )
+        assert "immutable" in relabelled
+        await objects.patch_cluster_custom_object(  # an alias may change
+            GROUP,
+            VERSION,
+            PLURAL,
+            name,
+            {"spec": {"levels": [{"nodeLabel": zone, "alias": "zone"}, {"nodeLabel": host}]}},
+            _content_type="application/merge-patch+json",
+        )
     finally:
-        await objects.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+        with contextlib.suppress(client.ApiException):
+            await objects.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
 
 
 async def test_a_job_asking_for_a_rack_is_bound_inside_one_rack(

@@ -12,7 +12,7 @@ from types import MappingProxyType
 from typing import Any
 
 from kai.engine.cycle import run_cycle
-from kai.engine.model import EngineConfig, PodPhase, SetAside
+from kai.engine.model import EngineConfig, PodPhase, SetAside, Topology, TopologyLevel
 from kai.grouping import PodGroupPlan
 from kai.kube.informer import Store
 from kai.operator.cache import ClusterView
@@ -83,7 +83,33 @@ def _view(**objects: dict[str, dict[str, Any]]) -> ClusterView:
         of("priority_classes"),
         of("kartas"),
         1,
+        of("topologies"),
     )
+
+
+def _topology(name: str, *labels: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kai.scheduler/v1alpha1",
+        "kind": "Topology",
+        "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1"},
+        "spec": {"levels": [{"nodeLabel": label} for label in labels]},
+    }
+
+
+def test_topologies_reach_the_snapshot_and_a_bad_one_is_left_out() -> None:
+    zone, host = "topology.kubernetes.io/zone", "kubernetes.io/hostname"
+    view = _view(
+        nodes={"n1": _node("n1", 2)},
+        queues={"q": _queue("q")},
+        pod_groups={"team/good": _group("good", 1)},
+        pods={"team/a": _pod("a", "good")},
+        topologies={"racks": _topology("racks", zone, host), "bad": _topology("bad", host, zone)},
+    )
+    builder = SnapshotBuilder("kai-resource-reservation")
+    snapshot = builder.build(view, Overlay(), NOW)
+    assert snapshot.topologies == (Topology("racks", (TopologyLevel(zone), TopologyLevel(host))),)
+    assert builder.problems_remembered == 1
+    assert [group.name for group in snapshot.pod_groups] == ["good"]
 
 
 def test_invalid_pod_group_is_set_aside_and_the_rest_is_scheduled() -> None:
