@@ -213,6 +213,15 @@ def _asked(pods: Sequence[Pod]) -> tuple[Fraction, int, int]:
     return gpus, sum(p.cpu_millis for p in pods), sum(p.memory_bytes for p in pods)
 
 
+def _total(capacity: Mapping[str, NodeCapacity], nodes: Iterable[str]) -> tuple[Fraction, int, int]:
+    free = [_free(capacity[name]) for name in nodes if name in capacity]
+    return (
+        sum((f[0] for f in free), Fraction(0)),
+        sum(f[1] for f in free),
+        sum(f[2] for f in free),
+    )
+
+
 def _room(pods: Sequence[Pod], cap: NodeCapacity) -> int:
     """How many of these pods one node could take, counting each as the largest of them
     (KAI's representative-pod count)."""
@@ -275,9 +284,33 @@ def candidates(
         if rule.required
         else set()
     )
-    found: list[tuple[int, Fraction, str, Candidate]] = []
+    found: list[tuple[int, list[tuple[Fraction, str]], Candidate]] = []
     misses: list[DomainFit] = []
     levels = rule.levels
+    fullness: dict[tuple[str, str], Fraction] = {}
+
+    def rank(level: str, domain_id: str) -> Fraction:
+        """The pods' share of the domain's free room (all its nodes, as KAI counts it)."""
+        key = (level, domain_id)
+        if key not in fullness:
+            members = next(d.nodes for d in rule.tree.domains(level) if d.id == domain_id)
+            fullness[key] = _ratio(asked, _total(capacity, members))
+        return fullness[key]
+
+    def order(domain: Domain) -> list[tuple[Fraction, str]]:
+        """KAI's order within a level: its tree sorted fullest first (ties by id) at every
+        level from the widest down, then read level by level, so a domain's place follows
+        its ancestors' before its own (the fullest zone's racks come first)."""
+        if domain.level == ROOT:
+            return []
+        depth = rule.tree.depth(domain.level)
+        node = next(iter(domain.nodes))
+        chain = []
+        for label in rule.tree.labels[:depth]:
+            ancestor = rule.tree.domain_id(node, label) or ""
+            chain.append((-rank(label, ancestor), ancestor))
+        return chain
+
     for position, level in enumerate(levels):
         for domain in rule.tree.domains(level):
             nodes = domain.nodes & usable
@@ -288,40 +321,38 @@ def candidates(
             ):
                 continue
             room = sum(_room(pods, capacity[name]) for name in nodes if name in capacity)
-            free = [_free(capacity[name]) for name in nodes if name in capacity]
-            total = (
-                sum((f[0] for f in free), Fraction(0)),
-                sum(f[1] for f in free),
-                sum(f[2] for f in free),
-            )
+            total = _total(capacity, nodes)
             if room < len(pods) or _ratio(asked, total) > 1:
                 if position == len(levels) - 1:
                     misses.append(DomainFit(domain, room, total[0]))
                 continue
-            found.append((position, -_ratio(asked, total), domain.id, Candidate(domain, nodes)))
-    found.sort(key=lambda item: item[:3])
+            found.append((position, order(domain), Candidate(domain, nodes)))
+    found.sort(key=lambda item: (item[0], item[1]))
     misses.sort(key=lambda fit: (-fit.room, -fit.free_gpus, fit.domain.id))
-    return [item[3] for item in found], misses
+    return [item[2] for item in found], misses
 
 
 def preferred_order(
-    rule: MemberRule, nodes: frozenset[str], capacity: Mapping[str, NodeCapacity]
+    rule: MemberRule,
+    pods: Sequence[Pod],
+    nodes: frozenset[str],
+    capacity: Mapping[str, NodeCapacity],
 ) -> list[frozenset[str]]:
-    """Inside a domain wider than the preferred level: its preferred-level sub-domains,
-    the one with the most free resources first, so that the pods gather in as few as
-    possible (KAI's topology node score)."""
+    """Inside a domain wider than the preferred level: its preferred-level sub-domains in
+    the order KAI's topology node score ranks them, so that the pods gather in as few as
+    possible. KAI sorts sub-domains fullest first (the pods' share of their free room,
+    ties by id) and scores a node by its sub-domain's place in that list, the last the
+    highest: the sub-domain with the most room (among equals, the last id) comes first."""
     if rule.preferred is None:
         return [nodes]
+    asked = _asked(pods)
     subs = []
     for domain in rule.tree.domains(rule.preferred):
         inside = domain.nodes & nodes
         if inside:
-            free = [_free(capacity[n]) for n in inside if n in capacity]
-            gpus = sum((f[0] for f in free), Fraction(0))
-            cpu = sum(f[1] for f in free)
-            subs.append((-gpus, -cpu, domain.id, inside))
-    subs.sort(key=lambda item: item[:3])
-    return [item[3] for item in subs] or [nodes]
+            subs.append((-_ratio(asked, _total(capacity, inside)), domain.id, inside))
+    subs.sort(key=lambda item: item[:2])
+    return [item[2] for item in reversed(subs)] or [nodes]
 
 
 def no_domain_message(rule: MemberRule, pods: Sequence[Pod], misses: Sequence[DomainFit]) -> str:

@@ -84,7 +84,7 @@ class _Search:
         return [
             (
                 c.nodes,
-                preferred_order(rule, c.nodes, self.index.capacity)
+                preferred_order(rule, pods, c.nodes, self.index.capacity)
                 if rule.preferred and c.domain.level != rule.preferred
                 else None,
             )

@@ -34,8 +34,13 @@ def decode(
     answer: SolverAnswer,
     capacity: Mapping[str, NodeCapacity],
     gang_order: Sequence[str],
+    kai_nodes: Mapping[str, str] | None = None,
 ) -> Decoded:
+    """`kai_nodes` (pod key -> the node the greedy pass chose) lets a pod keep KAI's node
+    wherever the solver's counts allow: among interchangeable pods of one shape, those KAI
+    put in a class go to that class first, and onto their own node first."""
     data = allocation.data
+    kai_nodes = kai_nodes or {}
     pools: dict[int, list[Pod]] = defaultdict(list)
     admitted: list[str] = []
     gangs = {g.key: g for g in data.gangs}
@@ -60,11 +65,15 @@ def decode(
     unseated: list[Pod] = []
     for node_class in data.classes:
         per_class: dict[int, list[Pod]] = {}
+        members = set(node_class.nodes)
         for (c, shape), var in allocation.count.items():
             if c == node_class.index and answer.value(var):
                 n = answer.value(var)
-                per_class[shape], pools[shape] = pools[shape][:n], pools[shape][n:]
-        _seat_class(allocation, answer, node_class, per_class, work, placements, unseated)
+                pool = sorted(pools[shape], key=lambda p: kai_nodes.get(p.key) not in members)
+                per_class[shape], pools[shape] = pool[:n], pool[n:]
+        _seat_class(
+            allocation, answer, node_class, per_class, work, placements, unseated, kai_nodes
+        )
     for leftover in pools.values():
         unseated.extend(leftover)
     core_keys = {pod.key for gang in data.gangs for pod in gang.core}
@@ -81,6 +90,7 @@ def _seat_class(
     work: dict[str, NodeCapacity],
     placements: dict[str, PodPlacement],
     unseated: list[Pod],
+    kai_nodes: Mapping[str, str],
 ) -> None:
     shapes = allocation.data.shapes
     patterns = allocation.patterns.get(node_class.index)
@@ -115,9 +125,11 @@ def _seat_class(
     # Whole-GPU pods: into the slots the patterns opened, largest CPU asks first.
     for size, pods in sorted(whole.items(), reverse=True):
         for pod in sorted(pods, key=lambda p: (-p.request.cpu, -p.request.memory, p.key)):
-            home = next((n for n in nodes if size in slots[n] and work[n].fits(pod)), None) or next(
-                (n for n in nodes if work[n].fits(pod)), None
-            )
+            own = kai_nodes.get(pod.key)
+            ranked = [own, *nodes] if own in slots else nodes
+            home = next(
+                (n for n in ranked if n and size in slots[n] and work[n].fits(pod)), None
+            ) or next((n for n in nodes if work[n].fits(pod)), None)
             if home is None:
                 unseated.append(pod)
                 continue

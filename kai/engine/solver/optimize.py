@@ -128,7 +128,8 @@ def optimize(
         return None
     offered = set(greedy.offered)
     order = [*greedy.offered, *(g.key for g in modelled_gangs if g.key not in offered)]
-    decoded = decode(allocation, answer, capacity, order)
+    kai_nodes = {key: placement.node for key, placement in greedy.placements.items()}
+    decoded = decode(allocation, answer, capacity, order, kai_nodes)
     outcome = AllocationOutcome(dict(decoded.placements), list(decoded.admitted), {})
     # Repair: leftover capacity goes to gangs the decoded answer did not place.
     ledger = budget.copy()
