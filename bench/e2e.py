@@ -115,7 +115,8 @@ def round_robin_pools(count: int, shards: int) -> list[str | None]:
 
 def gpus_per_node_needed(nodes: int, pods: int, shards: int, at_least: int) -> int:
     """GPUs per node so that every pod of a burst fits, also when pods and nodes are cut
-    into `shards` pools (the fullest pool has ceil(pods/N) pods on floor(nodes/N) nodes)."""
+    into `shards` pools (no pool has more than ceil(pods/N) pods or fewer than floor(nodes/N)
+    nodes)."""
     needed = math.ceil(pods / nodes)
     if shards > 1:
         needed = max(needed, math.ceil(math.ceil(pods / shards) / (nodes // shards)))
