@@ -275,8 +275,16 @@ async def _delete_pods(kube: Kube) -> None:
         f"/api/v1/namespaces/{NAMESPACE}/pods",
         f"/apis/scheduling.run.ai/v2alpha2/namespaces/{NAMESPACE}/podgroups",
     ):
-        await kube.delete(path, {"gracePeriodSeconds": 0})
-        while (await kube.get(path, [("limit", "1")]))["items"]:
+        asked = 0.0
+        while True:
+            if time.monotonic() - asked > 15:  # again if a timed-out request left some
+                asked = time.monotonic()
+                try:
+                    await kube.delete(path, {"gracePeriodSeconds": 0})
+                except ApiError as error:  # a loaded apiserver goes on deleting after a timeout
+                    log(f"  delete {path}: {error}; waiting for it")
+            if not (await kube.get(path, [("limit", "1")]))["items"]:
+                break
             await asyncio.sleep(0.2)
 
 
