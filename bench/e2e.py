@@ -1,7 +1,7 @@
 """End-to-end throughput and latency on the real control plane: `kai run` against kube-scheduler.
 
     python bench/e2e.py --nodes 500 --pods 5000 [--runs 3] [--stream-pods 3000]
-                        [--stream-rate 100] [--compare kube-scheduler] [--json]
+                        [--stream-rate 100] [--compare kube-scheduler] [--shards 1] [--json]
 
 A fresh control plane (etcd, kube-apiserver, kube-controller-manager from
 tests/controlplane/build.sh) gets N fake GPU nodes; pods are plain (one whole
@@ -17,6 +17,16 @@ ceiling is a bare client posting each pod's Binding, 64 at a time, to the same
 control plane: no scheduler binds faster than that. Each side runs `--runs`
 times, interleaved (kai, kube-scheduler, ceiling, kai, ...) so drifting load
 falls on all alike; the figures are medians and the ratios are of medians.
+
+Shards (`--shards N`, N > 1): the bursts add a side `kaiShards`, N `kai run
+--node-pool pool-<i>` processes (each its own metrics port and log) on the same
+nodes and the same number of pods, interleaved with one default-shard kai. For it
+the nodes are labelled `kai.scheduler/node-pool=pool-<i>` round robin, each pool
+has its own Queue (`bench-pool-<i>`, labelled with its pool), and the pods are
+split evenly, each labelled with its pool and its pool's queue; before a `kai`
+burst the labels come off again, so each side sees the layout it needs. Each
+shard's cycles come from its own metrics port, and `ratioShardsToKai` is the
+shards' median pods/s over one kai's. Streams stay one kai (and kube-scheduler).
 
 Streams: the scheduler starts and binds one warm-up pod; then pods are created
 at `--stream-rate` per second; each pod's latency is from its create request to
@@ -55,6 +65,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.timing import nearest_rank
+from kai.api.shards import NODE_POOL_LABEL_KEY
 from kai.kube.client import ApiError, Kube, connect
 from kai.testing.binaries import default_repo_root, locate_binaries
 from kai.testing.controlplane import ClusterAccess, ControlPlane
@@ -85,11 +96,41 @@ def _node_name(index: int) -> str:
     return f"node-{index:05d}"
 
 
-def _pod(name: str, scheduler: str) -> dict[str, Any]:
+def pool_name(index: int) -> str:
+    return f"pool-{index}"
+
+
+def pool_queue(pool: str) -> str:
+    """The Queue of one pool: labelled with the pool, so only that pool's shard serves it."""
+    return f"{QUEUE}-{pool}"
+
+
+def round_robin_pools(count: int, shards: int) -> list[str | None]:
+    """The pool of each of `count` objects (nodes or pods), round robin over `shards` pools,
+    so each pool gets an even share (counts differ by at most one); one shard: no pools."""
+    if shards <= 1:
+        return [None] * count
+    return [pool_name(index % shards) for index in range(count)]
+
+
+def gpus_per_node_needed(nodes: int, pods: int, shards: int, at_least: int) -> int:
+    """GPUs per node so that every pod of a burst fits, also when pods and nodes are cut
+    into `shards` pools (no pool has more than ceil(pods/N) pods or fewer than floor(nodes/N)
+    nodes)."""
+    needed = math.ceil(pods / nodes)
+    if shards > 1:
+        needed = max(needed, math.ceil(math.ceil(pods / shards) / (nodes // shards)))
+    return max(at_least, needed)
+
+
+def _pod(name: str, scheduler: str, pool: str | None = None) -> dict[str, Any]:
+    labels = {"kai.scheduler/queue": QUEUE}
+    if pool is not None:
+        labels = {"kai.scheduler/queue": pool_queue(pool), NODE_POOL_LABEL_KEY: pool}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "labels": {"kai.scheduler/queue": QUEUE}},
+        "metadata": {"name": name, "labels": labels},
         "spec": {
             "schedulerName": scheduler,
             "terminationGracePeriodSeconds": 0,
@@ -107,18 +148,20 @@ def _pod(name: str, scheduler: str) -> dict[str, Any]:
     }
 
 
-async def _prepare(kube: Kube, api: Any, nodes: int, gpus_per_node: int) -> None:
+async def _prepare(kube: Kube, api: Any, nodes: int, gpus_per_node: int, shards: int) -> None:
     await kube.create("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
     unlimited = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
-    await kube.create(
-        "/apis/scheduling.run.ai/v2/queues",
-        {
-            "apiVersion": "scheduling.run.ai/v2",
-            "kind": "Queue",
-            "metadata": {"name": QUEUE},
-            "spec": {"resources": {"gpu": unlimited, "cpu": unlimited, "memory": unlimited}},
-        },
-    )
+    pools = [pool_name(index) for index in range(shards)] if shards > 1 else []
+    for name, labels in [(QUEUE, {}), *((pool_queue(p), {NODE_POOL_LABEL_KEY: p}) for p in pools)]:
+        await kube.create(
+            "/apis/scheduling.run.ai/v2/queues",
+            {
+                "apiVersion": "scheduling.run.ai/v2",
+                "kind": "Queue",
+                "metadata": {"name": name, "labels": labels},
+                "spec": {"resources": {"gpu": unlimited, "cpu": unlimited, "memory": unlimited}},
+            },
+        )
     await wait_for_default_service_account(kube, NAMESPACE)
     await _bounded(
         [
@@ -129,9 +172,43 @@ async def _prepare(kube: Kube, api: Any, nodes: int, gpus_per_node: int) -> None
     )
 
 
-async def _create_pods(kube: Kube, names: Iterable[str], scheduler: str) -> None:
+async def _create_pods(kube: Kube, names: Sequence[str], scheduler: str, shards: int = 1) -> None:
+    """The pods, split round robin over `shards` pools (one: unlabelled, queue `bench`)."""
     collection = f"/api/v1/namespaces/{NAMESPACE}/pods"
-    await _bounded([kube.create(collection, _pod(name, scheduler)) for name in names], CONCURRENCY)
+    pools = round_robin_pools(len(names), shards)
+    await _bounded(
+        [
+            kube.create(collection, _pod(name, scheduler, pool))
+            for name, pool in zip(names, pools, strict=True)
+        ],
+        CONCURRENCY,
+    )
+
+
+async def _label_nodes(kube: Kube, nodes: int, shards: int) -> None:
+    """Each node's pool label as the next side needs it: round robin over `shards` pools, or
+    (one shard) none, which a merge patch's null removes."""
+    await _bounded(
+        [
+            kube.merge_patch(
+                f"/api/v1/nodes/{_node_name(index)}",
+                {"metadata": {"labels": {NODE_POOL_LABEL_KEY: pool}}},
+            )
+            for index, pool in enumerate(round_robin_pools(nodes, shards))
+        ],
+        CONCURRENCY,
+    )
+
+
+async def _assert_no_pods(kube: Kube) -> None:
+    """A burst starts from an empty namespace: a pod left over would take GPUs or binds."""
+    for path in (
+        f"/api/v1/namespaces/{NAMESPACE}/pods",
+        f"/apis/scheduling.run.ai/v2alpha2/namespaces/{NAMESPACE}/podgroups",
+    ):
+        left = (await kube.get(path, [("limit", "1")]))["items"]
+        if left:
+            raise RuntimeError(f"left over from an earlier run: {left[0]['metadata']['name']}")
 
 
 def _names(prefix: str, count: int) -> list[str]:
@@ -198,8 +275,16 @@ async def _delete_pods(kube: Kube) -> None:
         f"/api/v1/namespaces/{NAMESPACE}/pods",
         f"/apis/scheduling.run.ai/v2alpha2/namespaces/{NAMESPACE}/podgroups",
     ):
-        await kube.delete(path, {"gracePeriodSeconds": 0})
-        while (await kube.get(path, [("limit", "1")]))["items"]:
+        asked = 0.0
+        while True:
+            if time.monotonic() - asked > 15:  # again if a timed-out request left some
+                asked = time.monotonic()
+                try:
+                    await kube.delete(path, {"gracePeriodSeconds": 0})
+                except ApiError as error:  # a loaded apiserver goes on deleting after a timeout
+                    log(f"  delete {path}: {error}; waiting for it")
+            if not (await kube.get(path, [("limit", "1")]))["items"]:
+                break
             await asyncio.sleep(0.2)
 
 
@@ -209,13 +294,20 @@ def _kai_process(
     args: argparse.Namespace,
     log_path: Path,
     profile: Path | None,
+    pool: str | None = None,
+    liveness_port: int | None = None,
 ) -> subprocess.Popen[bytes]:
+    """One `kai run`; a shard (`pool`) also gets a liveness port of its own, as the default
+    (8081) can be bound by one process only."""
     profiler = ["-m", "cProfile", "-o", str(profile.resolve())] if profile is not None else []
+    shard = [f"--node-pool={pool}"] if pool is not None else []
+    if liveness_port is not None:
+        shard.append(f"--liveness-endpoint=http://127.0.0.1:{liveness_port}/healthz")
     argv = [
         sys.executable, *profiler, "-m", "kai.cli.main", "run",
         f"--kubeconfig={access.kubeconfig}", f"--metrics-port={port}",
         f"--time-limit={args.time_limit}", f"--burst-pods={args.burst_pods}",
-        "--no-leader-election", "--log-level=info", *args.kai_option,
+        "--no-leader-election", "--log-level=info", *shard, *args.kai_option,
     ]  # fmt: skip
     with log_path.open("wb") as out:
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=default_repo_root())
@@ -328,12 +420,28 @@ Start = Callable[[str], subprocess.Popen[bytes]]
 
 
 @dataclass(frozen=True)
+class ShardProcess:
+    """One `kai run --node-pool` of the shard side, with its own metrics port and log."""
+
+    pool: str
+    process: subprocess.Popen[bytes]
+    port: int
+    log: Path
+
+
+StartShards = Callable[[str], list[ShardProcess]]
+"""Starts every shard of the shard side; its argument names the run (for their log files)."""
+
+
+@dataclass(frozen=True)
 class Side:
     name: str  # the key in the JSON output
     prefix: str  # of its pods' names
     scheduler: str  # their schedulerName
-    start: Start | None  # None: the bare client binds the pods itself
+    start: Start | None  # None: the bare client binds the pods itself (or start_shards does)
     log: Callable[[str], Path] | None = None  # kai's log file for a run, to find its cycles
+    shards: int = 1  # >1: nodes and pods are labelled into this many pools, one kai each
+    start_shards: StartShards | None = None
 
 
 def interleaved(sides: Sequence[Side], runs: int) -> list[tuple[int, Side]]:
@@ -352,34 +460,70 @@ async def _burst(
 ) -> dict[str, Any]:
     """One burst: `args.pods` pending pods, then the scheduler starts; until the last is bound."""
     names = _names(f"{side.prefix}-b{run}", args.pods)
-    await _create_pods(kube, names, side.scheduler)
+    await _assert_no_pods(kube)
+    await _create_pods(kube, names, side.scheduler, side.shards)
     others = _control_plane_pids()
     before = {name: _cpu_seconds(pid) for name, pid in others.items()}
+    label = f"burst-{run}"
     began = time.monotonic()
-    process = side.start(f"burst-{run}") if side.start is not None else None
+    process = side.start(label) if side.start is not None else None
+    shards = side.start_shards(label) if side.start_shards is not None else []
     try:
-        if process is None:
+        if process is None and not shards:
             await _bind_all(kube, names, args.nodes)
-        await watch.wait(names, args.timeout)
-        cpu = {name: round(_cpu_seconds(pid) - before[name], 1) for name, pid in others.items()}
+        await _wait_bound(watch, names, args.timeout, [s.process for s in shards])
+        cpu: dict[str, Any] = {
+            name: round(_cpu_seconds(pid) - before[name], 1) for name, pid in others.items()
+        }
         if process is not None:
             cpu["scheduler"] = round(_cpu_seconds(process.pid), 1)
-        cycles = await _cycle_seconds(metrics_port) if side.name == "kai" else {}
+        cycles: dict[str, Any] = await _cycle_seconds(metrics_port) if side.name == "kai" else {}
+        if shards:
+            by_pool = {shard.pool: round(_cpu_seconds(shard.process.pid), 1) for shard in shards}
+            cpu["scheduler"] = round(sum(by_pool.values()), 1)
+            cpu["shards"] = by_pool
+            cycles = {"shards": {shard.pool: await _cycle_seconds(shard.port) for shard in shards}}
     finally:
         if process is not None:
             _stop(process)
+        for shard in shards:
+            _stop(shard.process)
     times = watch.times(names)
     row: dict[str, Any] = {
         "seconds": round(max(times) - began, 2),
         "firstBindSeconds": round(min(times) - began, 2),
     }
-    cycle_began = _first_cycle_start(side.log(f"burst-{run}")) if side.log is not None else None
+    cycle_began = _first_cycle_start(side.log(label)) if side.log is not None else None
+    if shards:
+        starts = [found for shard in shards if (found := _first_cycle_start(shard.log))]
+        cycle_began = min(starts) if starts else None
     if cycle_began is not None:
         wall = time.time() - time.monotonic()  # the watch's monotonic times as epoch seconds
         row["firstBindAfterCycleStartSeconds"] = round(min(times) + wall - cycle_began, 2)
     row.update({**cycles, "cpuSeconds": cpu})
     await _delete_pods(kube)
     return row
+
+
+async def _wait_bound(
+    watch: BindWatch,
+    names: Collection[str],
+    timeout: float,
+    processes: Sequence[subprocess.Popen[bytes]],
+) -> None:
+    """As `watch.wait`, but a shard that exits (e.g. could not start) fails the run at once
+    instead of after the whole timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            await watch.wait(names, min(2.0, max(0.0, deadline - time.monotonic())))
+            return
+        except TimeoutError:
+            if time.monotonic() >= deadline:
+                raise
+        for process in processes:
+            if process.poll() is not None:
+                raise RuntimeError(f"a shard exited with {process.returncode}: {process.args!r}")
 
 
 async def _bind_all(kube: Kube, names: Sequence[str], nodes: int) -> None:
@@ -478,6 +622,23 @@ def summarize_streams(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+def summarize_shard_cycles(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """Each shard's cycles over the shard side's bursts: the median of its runs' mean cycle
+    seconds, and of their cycle counts (a run whose metrics gave nothing is left out)."""
+    per_pool: dict[str, list[Mapping[str, float]]] = {}
+    for row in rows:
+        for pool, cycles in (row.get("shards") or {}).items():
+            if cycles:
+                per_pool.setdefault(pool, []).append(cycles)
+    return {
+        pool: {
+            "meanCycleSeconds": round(statistics.median(c["meanCycleSeconds"] for c in found), 3),
+            "cycles": statistics.median(c["cycles"] for c in found),
+        }
+        for pool, found in sorted(per_pool.items())
+    }
+
+
 def ratio(numerator: float, denominator: float) -> float:
     return round(numerator / denominator, 2)
 
@@ -485,7 +646,7 @@ def ratio(numerator: float, denominator: float) -> float:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     binaries = locate_binaries(default_repo_root())
     most = max(args.pods, args.stream_pods + 1)
-    gpus_per_node = max(args.gpus_per_node, math.ceil(most / args.nodes))
+    gpus_per_node = gpus_per_node_needed(args.nodes, most, args.shards, args.gpus_per_node)
     with (
         ControlPlane(binaries, default_repo_root() / "crds") as access,
         tempfile.TemporaryDirectory() as tmp,
@@ -504,22 +665,43 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         def kube_scheduler(label: str) -> subprocess.Popen[bytes]:
             return _kube_scheduler_process(access, binaries.kube_scheduler, workdir, label)
 
+        pools = [pool_name(index) for index in range(args.shards)]
+        shard_ports = {pool: free_loopback_port() for pool in pools}
+
+        def kai_shards(label: str) -> list[ShardProcess]:
+            started = []
+            for pool in pools:
+                path = workdir / f"kai-{pool}-{label}.log"
+                process = _kai_process(
+                    access, shard_ports[pool], args, path, None, pool, free_loopback_port()
+                )
+                started.append(ShardProcess(pool, process, shard_ports[pool], path))
+            return started
+
         sides = [Side("kai", "kai", "kai-scheduler", kai, kai_log)]
         if args.compare == "kube-scheduler":
             sides.append(Side("kubeScheduler", "kube", "default-scheduler", kube_scheduler))
         burst_sides = [*sides, Side("ceiling", "bare", "none", None)] if args.ceiling else sides
+        if args.shards > 1:
+            shard_side = Side(
+                "kaiShards", "shards", "kai-scheduler", None, None, args.shards, kai_shards
+            )
+            burst_sides = [*burst_sides, shard_side]
         client = await connect(access.kubeconfig)
         async with client:
             kube = Kube(client)
             log(f"creating {args.nodes} nodes ({gpus_per_node} GPUs each)")
-            await _prepare(kube, client, args.nodes, gpus_per_node)
+            await _prepare(kube, client, args.nodes, gpus_per_node, args.shards)
             watch = BindWatch(kube)
             watching = asyncio.create_task(watch.run())
             try:
                 result = await _runs(kube, watch, args, port, burst_sides, sides)
             finally:
                 watching.cancel()
-        return {"bench": "e2e", "nodes": args.nodes, "gpusPerNode": gpus_per_node, **result}
+        shards = {"shards": args.shards} if args.shards > 1 else {}
+        return {
+            "bench": "e2e", "nodes": args.nodes, "gpusPerNode": gpus_per_node, **shards, **result
+        }  # fmt: skip
 
 
 async def _runs(
@@ -533,19 +715,30 @@ async def _runs(
     result: dict[str, Any] = {"pods": args.pods, "runs": args.runs}
     bursts: dict[str, list[dict[str, Any]]] = {side.name: [] for side in burst_sides}
     if args.pods:
+        layout = 1  # the nodes carry no pool label yet
         for run, side in interleaved(burst_sides, args.runs):
+            if side.shards != layout:
+                log(f"labelling {args.nodes} nodes into {side.shards} pool(s)")
+                await _label_nodes(kube, args.nodes, side.shards)
+                layout = side.shards
             log(f"burst {run}: {side.name}, {args.pods} pods")
             row = await _burst(kube, watch, side, run, args, port)
             log(f"  {row}")
             bursts[side.name].append(row)
         for name, rows in bursts.items():
             result[name] = summarize_bursts(args.pods, rows)
+        if "kaiShards" in bursts:
+            result["kaiShards"]["shardCycles"] = summarize_shard_cycles(bursts["kaiShards"])
         rate = {name: result[name]["podsBoundPerSecond"] for name in bursts}
         if "kubeScheduler" in rate:
             result["ratio"] = ratio(rate["kai"], rate["kubeScheduler"])
         if "ceiling" in rate:
             result["ratioToCeiling"] = ratio(rate["kai"], rate["ceiling"])
+        if "kaiShards" in rate:
+            result["ratioShardsToKai"] = ratio(rate["kaiShards"], rate["kai"])
     if args.stream_pods:
+        if args.shards > 1:  # one kai streams: the default shard's layout
+            await _label_nodes(kube, args.nodes, 1)
         streams: dict[str, list[dict[str, Any]]] = {side.name: [] for side in stream_sides}
         for run, side in interleaved(stream_sides, args.stream_runs):
             log(f"stream {run}: {side.name}, {args.stream_pods} pods at {args.stream_rate}/s")
@@ -561,7 +754,7 @@ async def _runs(
 
 
 def _print_table(result: Mapping[str, Any]) -> None:
-    for name in ("kai", "kubeScheduler", "ceiling"):
+    for name in ("kai", "kubeScheduler", "ceiling", "kaiShards"):
         if name in result:
             row = result[name]
             print(
@@ -573,7 +766,16 @@ def _print_table(result: Mapping[str, Any]) -> None:
                     f"{'':15} first bind {row['firstBindAfterCycleStartSeconds']} s"
                     " after its first cycle began"
                 )
-    for key, label in (("ratio", "kai / kube-scheduler"), ("ratioToCeiling", "kai / ceiling")):
+            for pool, cycles in (row.get("shardCycles") or {}).items():
+                print(
+                    f"{'':15} {pool}: {cycles['cycles']:g} cycles,"
+                    f" mean {cycles['meanCycleSeconds']} s"
+                )
+    for key, label in (
+        ("ratio", "kai / kube-scheduler"),
+        ("ratioToCeiling", "kai / ceiling"),
+        ("ratioShardsToKai", f"kaiShards ({result.get('shards')}) / kai"),
+    ):
         if key in result:
             print(f"ratio ({label}): {result[key]}")
     stream = result.get("stream")
@@ -607,6 +809,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--burst-pods", type=int, default=500, help="kai run --burst-pods")
     parser.add_argument(
+        "--shards",
+        type=int,
+        default=1,
+        help=">1: the bursts also run this many `kai run --node-pool` shards (side kaiShards)",
+    )
+    parser.add_argument(
         "--kai-option",
         action="append",
         default=[],
@@ -617,6 +825,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kai-profile", type=Path, help="run kai's first burst under cProfile")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.shards < 1 or args.shards > args.nodes:
+        parser.error("--shards must be between 1 and --nodes")
     result = asyncio.run(run(args))
     if args.json:
         print(json.dumps(result))
