@@ -64,7 +64,7 @@ def test_every_webhook_gets_the_ca_and_the_failure_policy_and_nothing_else_chang
         if doc["kind"].endswith("WebhookConfiguration")
         for hook in doc["webhooks"]
     ]
-    assert len(hooks) == 4
+    assert len(hooks) == 5
     assert {hook["clientConfig"]["caBundle"] for hook in hooks} == {"Q0E="}
     assert {hook["failurePolicy"] for hook in hooks} == {"Ignore"}
     others = [doc for doc in changed if not doc["kind"].endswith("WebhookConfiguration")]

@@ -8,7 +8,13 @@ from typing import Any
 
 import yaml
 
-from kai.admission.handlers import MUTATE_POD, VALIDATE_POD, VALIDATE_POD_GROUP, VALIDATE_QUEUE
+from kai.admission.handlers import (
+    MUTATE_POD,
+    VALIDATE_POD,
+    VALIDATE_POD_GROUP,
+    VALIDATE_QUEUE,
+    VALIDATE_TOPOLOGY,
+)
 
 MANIFEST = Path(__file__).parents[3] / "manifests" / "webhook.yaml"
 KAI_NAMESPACES = {"kube-system", "kai-scheduler", "kai-resource-reservation"}
@@ -30,7 +36,8 @@ def _webhooks() -> list[dict[str, Any]]:
 def test_each_webhook_calls_a_served_path_through_the_service() -> None:
     paths = {hook["clientConfig"]["service"]["path"] for hook in _webhooks()}
     assert paths == {
-        f"/{id_}" for id_ in (MUTATE_POD, VALIDATE_POD, VALIDATE_QUEUE, VALIDATE_POD_GROUP)
+        f"/{id_}"
+        for id_ in (MUTATE_POD, VALIDATE_POD, VALIDATE_QUEUE, VALIDATE_POD_GROUP, VALIDATE_TOPOLOGY)
     }
     services = {
         (doc["metadata"]["name"], doc["metadata"]["namespace"])
