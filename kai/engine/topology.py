@@ -57,6 +57,11 @@ class DomainTree:
         self._domains: dict[str, list[Domain]] = {ROOT: [Domain(ROOT, ROOT, self.nodes)]}
         for (label, domain_id), names in sorted(members.items()):
             self._domains.setdefault(label, []).append(Domain(label, domain_id, frozenset(names)))
+        self._by_id = {(d.level, d.id): d for found in self._domains.values() for d in found}
+
+    def domain(self, level: str, domain_id: str) -> Domain:
+        """One domain by its level and id."""
+        return self._by_id[level, domain_id]
 
     def domains(self, level: str) -> list[Domain]:
         """The level's domains, by id."""
@@ -293,7 +298,7 @@ def candidates(
         """The pods' share of the domain's free room (all its nodes, as KAI counts it)."""
         key = (level, domain_id)
         if key not in fullness:
-            members = next(d.nodes for d in rule.tree.domains(level) if d.id == domain_id)
+            members = rule.tree.domain(level, domain_id).nodes
             fullness[key] = _ratio(asked, _total(capacity, members))
         return fullness[key]
 
@@ -393,9 +398,7 @@ def domain_of_placed(
         if not ids:
             nodes = rule.tree.nodes
         else:
-            nodes = frozenset(
-                n for d in rule.tree.domains(rule.required) if d.id in ids for n in d.nodes
-            )
+            nodes = frozenset().union(*(rule.tree.domain(rule.required, str(i)).nodes for i in ids))
         allowed = nodes if allowed is None else allowed & nodes
     return allowed
 
