@@ -8,7 +8,11 @@ size matrix of issue 3 with each size in its own process, so peak memory is per 
 
     python bench/engine.py --nodes 1000 --pods 10000 [--runs 5] [--seed 1] [--time-limit 1.0] [--json]
     python bench/engine.py --all [--runs 5] [--json]
+    python bench/engine.py --steady [--runs 5] [--json]
     python bench/engine.py --nodes 1000 --pods 10000 --runs 1 --profile cycle.prof
+
+`--steady` times the other end of a live cluster's life: one pending pod beside 8,000
+running on the openb trace's cluster (`bench/steady.py`); `--all` runs it too.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.arguments import positive_int
+from bench.steady import steady_state_snapshot
 from bench.synthetic import ClusterSpec, synthetic_cluster
 from bench.timing import summarize, timed_cycle
 from kai.engine.accounting import accounting_device_memory
@@ -43,6 +48,7 @@ from kai.engine.model import EngineConfig, PodPhase, Snapshot
 MATRIX = ((100, 1000), (500, 5000), (1000, 10000), (5000, 50000))
 TARGET_CYCLE_SECONDS = 1.0  # issue 3: 1,000 nodes / 10,000 pending pods, on this machine
 TARGET_PEAK_RSS_BYTES = 2**30
+TARGET_STEADY_SECONDS = 0.020  # issue 15: 1 pending pod beside 8,000 running
 PROFILE_LINES = 30
 TABLE_COLUMNS = (
     "nodes|pods|gangs|cycle s med|p95|greedy s med|p95|time ratio|cycle cpu s|greedy cpu s|"
@@ -56,7 +62,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     if args.all:
         results = [_measure_in_subprocess(nodes, pods, args) for nodes, pods in MATRIX]
-        document: Document = {"bench": "engine", "matrix": results}
+        steady = _measure_in_subprocess(None, None, args)
+        document: Document = {"bench": "engine", "matrix": results, "steadyState": steady}
+    elif args.steady:
+        steady = measure_steady(args.runs, args.time_limit, _progress)
+        print(json.dumps(steady) if args.json else format_steady(steady))
+        return 0
     else:
         spec = ClusterSpec(args.nodes, args.pods, args.seed)
         results = [measure(spec, args.runs, args.time_limit, _progress)]
@@ -67,6 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(document))
     else:
         print(format_table(results))
+        if args.all:
+            print(format_steady(steady))
     return 0
 
 
@@ -148,6 +161,63 @@ def measure(
     }
 
 
+def measure_steady(runs: int, time_limit: float, progress: Callable[[str], None]) -> Document:
+    """One pending pod beside `steady.RUNNING_TARGET` running: full cycles and greedy-only
+    cycles, interleaved; the same snapshot every run (each cycle starts from it)."""
+    started = time.perf_counter()
+    snapshot = steady_state_snapshot()
+    running = sum(1 for p in snapshot.pods if p.phase is PodPhase.BOUND)
+    progress(
+        f"[steady state] {running} running pods, filled in {time.perf_counter() - started:.1f} s"
+    )
+    full_config = EngineConfig(time_limit_seconds=time_limit)
+    greedy_config = EngineConfig(time_limit_seconds=0)
+    cycle_seconds: list[float] = []
+    greedy_seconds: list[float] = []
+    answers: Counter[str] = Counter()
+    always_bound = True
+    for run in range(1, runs + 1):
+        greedy_time, _, greedy_only = timed_cycle(snapshot, greedy_config)
+        cycle_time, _, cycle = timed_cycle(snapshot, full_config)
+        greedy_seconds.append(greedy_time)
+        cycle_seconds.append(cycle_time)
+        answers[cycle.report.answer] += 1
+        always_bound &= bool(cycle.bindings) and bool(greedy_only.bindings)
+        progress(
+            f"[steady state] run {run}/{runs}: greedy {greedy_time:.3f} s, cycle {cycle_time:.3f} s"
+        )
+    cycle_summary = summarize(cycle_seconds)
+    return {
+        "bench": "engine-steady",
+        "nodes": len(snapshot.nodes),
+        "runningPods": running,
+        "pendingPods": len(snapshot.pods) - running,
+        "runs": runs,
+        "timeLimitSeconds": time_limit,
+        "cycleSeconds": cycle_summary,
+        "greedySeconds": summarize(greedy_seconds),
+        "timeRatio": round(cycle_summary["median"] / statistics.median(greedy_seconds), 3),
+        "pendingPodBound": always_bound,
+        "answers": dict(answers),
+        "peakRssBytes": _peak_rss_bytes(),
+        "loadAverage1m": round(os.getloadavg()[0], 2),
+        "cpus": os.cpu_count(),
+        "targetsMet": {"cycleMedianWithin20ms": cycle_summary["median"] <= TARGET_STEADY_SECONDS},
+    }
+
+
+def format_steady(result: Document) -> str:
+    cycle, greedy = result["cycleSeconds"], result["greedySeconds"]
+    met = result["targetsMet"]["cycleMedianWithin20ms"]
+    return (
+        f"steady state ({result['pendingPods']} pending beside {result['runningPods']} running "
+        f"on {result['nodes']} nodes): cycle {cycle['median']:.3f} s median / {cycle['p95']:.3f} "
+        f"p95, greedy-only {greedy['median']:.3f} / {greedy['p95']:.3f}; pending pod bound "
+        f"{result['pendingPodBound']}; cycle median <= {TARGET_STEADY_SECONDS * 1000:g} ms "
+        f"{_verdict(met)} (load average {result['loadAverage1m']} on {result['cpus']} CPUs)"
+    )
+
+
 def profile_cycle(spec: ClusterSpec, time_limit: float, path: Path) -> None:
     """One more full cycle, untimed, under cProfile: stats to `path`, the top functions to stderr."""
     snapshot = synthetic_cluster(spec)
@@ -213,13 +283,15 @@ def _gpu_supply_and_demand(snapshot: Snapshot) -> tuple[Fraction, Fraction]:
     return sum((Fraction(n.gpus) for n in snapshot.nodes), Fraction(0)) - held, demand
 
 
-def _measure_in_subprocess(nodes: int, pods: int, args: argparse.Namespace) -> Document:
-    """One size in a fresh interpreter: its peak RSS is then that size's alone."""
+def _measure_in_subprocess(
+    nodes: int | None, pods: int | None, args: argparse.Namespace
+) -> Document:
+    """One size (None: the steady state) in a fresh interpreter: its peak RSS is then its alone."""
+    size = ["--steady"] if nodes is None else [f"--nodes={nodes}", f"--pods={pods}"]
     command = [
         sys.executable,
         str(Path(__file__).resolve()),
-        f"--nodes={nodes}",
-        f"--pods={pods}",
+        *size,
         f"--runs={args.runs}",
         f"--seed={args.seed}",
         f"--time-limit={args.time_limit}",
@@ -258,6 +330,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="run the matrix " + ", ".join(f"{n}/{p}" for n, p in MATRIX) + ", one process each",
     )
+    parser.add_argument(
+        "--steady", action="store_true", help="one pending pod beside 8,000 running (openb)"
+    )
     parser.add_argument("--runs", type=positive_int, default=5)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--time-limit", type=float, default=1.0, help="solver seconds per cycle")
@@ -269,12 +344,13 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="after measuring, profile one more cycle: pstats to FILE, top functions to stderr",
     )
     args = parser.parse_args(argv)
-    if args.all == (args.nodes is not None or args.pods is not None):
-        parser.error("give either --all, or both --nodes and --pods")
-    if not args.all and (args.nodes is None or args.pods is None):
+    sized = args.nodes is not None or args.pods is not None
+    if [args.all, args.steady, sized].count(True) != 1:
+        parser.error("give one of --all, --steady, or both --nodes and --pods")
+    if sized and (args.nodes is None or args.pods is None):
         parser.error("--nodes and --pods go together")
-    if args.all and args.profile is not None:
-        parser.error("--profile profiles one size; give --nodes and --pods instead of --all")
+    if not sized and args.profile is not None:
+        parser.error("--profile profiles one size; give --nodes and --pods")
     if args.time_limit < 0:
         parser.error(f"--time-limit must be >= 0, got {args.time_limit}")
     return args

@@ -270,7 +270,7 @@ def run_trace(
         state = carried_out(state, result)
         _record(run, result, held, seconds)
         _hold(held, state, result)
-        state, failed = _without_pending(state)
+        state, failed = without_pending(state)
         run.failed += failed
         run.samples.append(Sample(arrived, sum(held.values())))
         if progress is not None and _milestone(first, len(chunk), len(order)):
@@ -354,7 +354,7 @@ def _hold(held: dict[str, int], state: Snapshot, result: CycleResult) -> None:
                 held[pod.key] = gpu_milli(pod)
 
 
-def _without_pending(state: Snapshot) -> tuple[Snapshot, int]:
+def without_pending(state: Snapshot) -> tuple[Snapshot, int]:
     """The snapshot without its pending pods (they failed) and their PodGroups; how many failed."""
     bound = tuple(pod for pod in state.pods if pod.phase is PodPhase.BOUND)
     failed = len(state.pods) - len(bound)
