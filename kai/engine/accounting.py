@@ -15,7 +15,7 @@ from kai.engine.capacity import total_allocatable
 from kai.engine.fairshare import QueueShare, QueueUsage, compute_fair_shares
 from kai.engine.gangs import pod_resources
 from kai.engine.model import Node, Pod, PodGroup, PodPhase, Snapshot
-from kai.engine.resources import Resources
+from kai.engine.resources import Resources, ResourceSum
 
 DEFAULT_DEVICE_MIB = 100
 
@@ -39,29 +39,37 @@ def leaf_usage(snapshot: Snapshot) -> dict[str, QueueUsage]:
     groups = {group.key: group for group in snapshot.pod_groups}
     nodes = {node.name: node for node in snapshot.nodes}
     memory_mib = accounting_device_memory(snapshot)
-    allocated: dict[str, Resources] = defaultdict(Resources)
-    allocated_np: dict[str, Resources] = defaultdict(Resources)
-    pending: dict[str, Resources] = defaultdict(Resources)
-    releasing: dict[str, Resources] = defaultdict(Resources)
+    allocated: dict[str, ResourceSum] = defaultdict(ResourceSum)
+    allocated_np: dict[str, ResourceSum] = defaultdict(ResourceSum)
+    pending: dict[str, ResourceSum] = defaultdict(ResourceSum)
+    releasing: dict[str, ResourceSum] = defaultdict(ResourceSum)
     for pod in snapshot.pods:
         group = groups.get(pod.group)
         if group is None or not pod.scheduler_is_ours:
             continue
         if pod.phase.is_active_allocated:
             amount = pod_resources(pod, _device_memory(nodes, pod, memory_mib))
-            allocated[group.queue] += amount
+            allocated[group.queue].add(amount)
             if not group.preemptible:
-                allocated_np[group.queue] += amount
+                allocated_np[group.queue].add(amount)
         elif pod.phase is PodPhase.PENDING:
-            pending[group.queue] += pod_resources(pod, memory_mib)
+            pending[group.queue].add(pod_resources(pod, memory_mib))
         elif pod.phase is PodPhase.RELEASING:
-            releasing[group.queue] += pod_resources(pod, _device_memory(nodes, pod, memory_mib))
+            releasing[group.queue].add(pod_resources(pod, _device_memory(nodes, pod, memory_mib)))
     return {
         name: QueueUsage(
-            allocated[name], allocated_np[name], pending[name], releasing=releasing[name]
+            _total(allocated, name),
+            _total(allocated_np, name),
+            _total(pending, name),
+            releasing=_total(releasing, name),
         )
         for name in set(allocated) | set(pending) | set(releasing)
     }
+
+
+def _total(sums: Mapping[str, ResourceSum], queue: str) -> Resources:
+    found = sums.get(queue)
+    return Resources() if found is None else found.total()
 
 
 def queue_shares(snapshot: Snapshot) -> dict[str, QueueShare]:

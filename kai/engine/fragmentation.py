@@ -60,17 +60,15 @@ class PodKind:
 
 def workload_of(pods: Iterable[Pod]) -> tuple[PodKind, ...]:
     """The mix of requests among these pods, each kind weighted by its share of them."""
-    counts: Counter[tuple[int, int, int, Fraction, int, int]] = Counter()
-    for pod in pods:
-        gpu = pod.gpu
-        devices = gpu.devices if gpu.is_fractional else 1
-        counts[
-            (pod.cpu_millis, pod.memory_bytes, gpu.whole, gpu.portion, gpu.memory_mib, devices)
-        ] += 1
+    counts = Counter(shape_of(pod) for pod in pods)  # ints: a Fraction key hashes slowly
     total = sum(counts.values())
+    kinds = [
+        (cpu, memory, whole, Fraction(numerator, denominator), mib, devices, count)
+        for (cpu, memory, whole, numerator, denominator, mib, devices), count in counts.items()
+    ]
     return tuple(
         PodKind(cpu, memory, GpuRequest(whole, portion, mib, devices), count / total)
-        for (cpu, memory, whole, portion, mib, devices), count in sorted(counts.items())
+        for cpu, memory, whole, portion, mib, devices, count in sorted(kinds)
     )
 
 

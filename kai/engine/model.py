@@ -76,7 +76,7 @@ class GpuRequest:
             return Fraction(self.whole)
         if self.memory_mib:
             return Fraction(self.memory_mib, device_memory_mib) * self.devices
-        return self.portion * self.devices
+        return self.portion if self.devices == 1 else self.portion * self.devices
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,10 +227,11 @@ class PodGroup:
     """When the gang was first seen below its minimum (`kai.scheduler/stale-podgroup-timestamp`)."""
     last_eviction: datetime | None = None
     """When the gang last lost pods to an eviction (`kai.scheduler/last-eviction-timestamp`)."""
+    key: str = field(init=False, repr=False, compare=False)
+    """"namespace/name", derived once: every pass over the pods looks groups up by it."""
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -95,6 +95,8 @@ def holds(group: PodGroup, pods: Sequence[Pod]) -> bool:
     """
     if len(pods) < group.min_member:
         return False
+    if not group.subgroups:  # one leaf, its minimum just met: asked per running gang per cycle
+        return True
     root = tree(group)
     per_leaf = counts(root, pods)
     if not is_satisfied(root, per_leaf):

@@ -207,13 +207,13 @@ def _check_queues(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) ->
     groups = {group.key: group for group in snapshot.pod_groups}
     nodes = {node.name: node for node in snapshot.nodes}
 
-    def usage(pod: Pod, node_name: str) -> tuple[Fraction, Fraction, Fraction]:
+    def usage(pod: Pod, node_name: str) -> tuple[Fraction | int, Fraction, Fraction]:
         memory_mib = nodes[node_name].gpu_memory_mib
-        gpus = pod.gpu.gpus_on(memory_mib) if pod.gpu.is_fractional else Fraction(pod.gpu.whole)
+        gpus = pod.gpu.gpus_on(memory_mib) if pod.gpu.is_fractional else pod.gpu.whole
         return gpus, pod.request.cpu, pod.request.memory
 
-    totals: dict[str, list[Fraction]] = defaultdict(lambda: [Fraction(0)] * 3)
-    totals_np: dict[str, list[Fraction]] = defaultdict(lambda: [Fraction(0)] * 3)
+    totals: dict[str, _Tally] = defaultdict(_Tally)
+    totals_np: dict[str, _Tally] = defaultdict(_Tally)
     grew: dict[str, list[bool]] = defaultdict(lambda: [False] * 3)
     grew_np: dict[str, list[bool]] = defaultdict(lambda: [False] * 3)
     # A pod being deleted still holds its devices: it counts against the limit (not the
@@ -229,25 +229,52 @@ def _check_queues(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) ->
         if group is None or node_name is None:
             continue
         amounts = usage(pod, node_name)
+        counts_np = not group.preemptible and pod.phase is not PodPhase.RELEASING
         for queue_name in _ancestry(queues, group.queue):
-            for i, amount in enumerate(amounts):
-                totals[queue_name][i] += amount
-                grew[queue_name][i] |= is_new and amount > 0
-                if not group.preemptible and pod.phase is not PodPhase.RELEASING:
-                    totals_np[queue_name][i] += amount
-                    grew_np[queue_name][i] |= is_new and amount > 0
+            totals[queue_name].add(amounts)
+            if counts_np:
+                totals_np[queue_name].add(amounts)
+            if is_new:
+                for i, amount in enumerate(amounts):
+                    grew[queue_name][i] |= amount > 0
+                    if counts_np:
+                        grew_np[queue_name][i] |= amount > 0
     problems: list[str] = []
-    for name, values in totals.items():
+    for name, tally in totals.items():
+        values, values_np = tally.values(), totals_np[name].values()
         queue = queues[name]
         for i, resource in enumerate(("gpu", "cpu", "memory")):
             spec = queue.resource(resource)
             if grew[name][i] and spec.limit != UNLIMITED and values[i] > spec.limit:
                 problems.append(f"queue {name}: {resource} {values[i]} above limit {spec.limit}")
-            if grew_np[name][i] and spec.quota != UNLIMITED and totals_np[name][i] > spec.quota:
+            if grew_np[name][i] and spec.quota != UNLIMITED and values_np[i] > spec.quota:
                 problems.append(
-                    f"queue {name}: non-preemptible {resource} {totals_np[name][i]} above quota {spec.quota}"
+                    f"queue {name}: non-preemptible {resource} {values_np[i]} above quota {spec.quota}"
                 )
     return problems
+
+
+class _Tally:
+    """A queue's gpu, cpu and memory summed exactly: whole numerators per denominator,
+    made Fractions once at the end (adding Fractions one by one normalises every step)."""
+
+    def __init__(self) -> None:
+        self._by_denominator: tuple[dict[int, int], ...] = ({}, {}, {})
+
+    def add(self, amounts: tuple[Fraction | int, Fraction, Fraction]) -> None:
+        gpu, cpu, memory = self._by_denominator  # unrolled: once per running pod per check
+        amount = amounts[0]
+        gpu[amount.denominator] = gpu.get(amount.denominator, 0) + amount.numerator
+        amount = amounts[1]
+        cpu[amount.denominator] = cpu.get(amount.denominator, 0) + amount.numerator
+        amount = amounts[2]
+        memory[amount.denominator] = memory.get(amount.denominator, 0) + amount.numerator
+
+    def values(self) -> list[Fraction]:
+        return [
+            sum((Fraction(n, d) for d, n in sums.items()), Fraction(0))
+            for sums in self._by_denominator
+        ]
 
 
 def _ancestry(queues: Mapping[str, object], leaf: str) -> list[str]:

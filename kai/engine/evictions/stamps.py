@@ -23,14 +23,21 @@ def cycle_stamps(
 ) -> dict[str, GroupStamps]:
     """New stamps for every PodGroup whose stamps change. `bound`/`evicted`: pod -> PodGroup."""
     now = snapshot.now
-    running_before: Counter[str] = Counter(
-        pod.group for pod in snapshot.pods if pod.phase is PodPhase.BOUND and pod.scheduler_is_ours
-    )
     gained = Counter(bound.values())
     lost = Counter(evicted.values())
+    # A group no pod joined or left and whose stale time stands keeps its stamps: only
+    # these few are looked at, not every PodGroup of the cluster.
+    touched = set(gained) | set(lost) | set(stale_since)
+    running_before: Counter[str] = Counter(
+        pod.group
+        for pod in snapshot.pods
+        if pod.group in touched and pod.phase is PodPhase.BOUND and pod.scheduler_is_ours
+    )
     stamps: dict[str, GroupStamps] = {}
     for group in snapshot.pod_groups:
         key = group.key
+        if key not in touched:
+            continue
         last_start = group.last_start
         if _starts(group, running_before[key], running_before[key] + gained[key] - lost[key]):
             last_start = now

@@ -52,8 +52,6 @@ class EvictionInputs:
 class EvictionState:
     inputs: EvictionInputs
     ledger: QueueBudget
-    running: dict[str, RunningGang]
-    usage: dict[str, Resources]  # a running pod's resources as its queue accounts them
     groups: dict[str, PodGroup]
     decisions: list[EvictionDecision] = field(default_factory=list)
     evicted: dict[str, Eviction] = field(default_factory=dict)
@@ -65,18 +63,13 @@ class EvictionState:
     _lowest_victim_priority: dict[str, int] | None = None
     _by_queue: dict[str, list[RunningGang]] | None = None
     _allocatable: dict[str, Resources] = field(default_factory=dict)
+    _running: dict[str, RunningGang] | None = None
+    _usage: dict[str, Resources] | None = None
 
     @classmethod
     def start(cls, inputs: EvictionInputs) -> EvictionState:
         snapshot = inputs.snapshot
         nodes = {node.name: node for node in snapshot.nodes}
-        running = running_gangs(snapshot.pod_groups, snapshot.pods)
-        usage = {
-            pod.key: pod_resources(pod, nodes[pod.node].gpu_memory_mib)
-            for gang in running.values()
-            for pod in gang.pods
-            if pod.node in nodes
-        }
         ledger = inputs.ledger.copy()
         groups = {group.key: group for group in snapshot.pod_groups}
         for placement in inputs.placements.values():
@@ -84,7 +77,31 @@ class EvictionState:
             group = groups[placement.pod.group]
             memory = nodes[placement.node].gpu_memory_mib
             ledger.add(group.queue, pod_resources(placement.pod, memory), group.preemptible)
-        return cls(inputs, ledger, running, usage, groups)
+        return cls(inputs, ledger, groups)
+
+    @property
+    def running(self) -> dict[str, RunningGang]:
+        """The running gangs, as the cycle's decisions leave them (built when first needed:
+        a cycle with nothing waiting never looks at the thousands a cluster runs)."""
+        if self._running is None:
+            snapshot = self.inputs.snapshot
+            self._running = running_gangs(snapshot.pod_groups, snapshot.pods)
+        return self._running
+
+    @property
+    def usage(self) -> dict[str, Resources]:
+        """A running pod's resources as its queue accounts them, by pod key."""
+        if self._usage is None:
+            memory = {node.name: node.gpu_memory_mib for node in self.inputs.snapshot.nodes}
+            self._usage = {  # every pod `running` starts with, evicted ones included
+                pod.key: pod_resources(pod, memory[pod.node])
+                for pod in self.inputs.snapshot.pods
+                if pod.phase.is_active_allocated
+                and pod.scheduler_is_ours
+                and pod.node in memory
+                and pod.group in self.groups
+            }
+        return self._usage
 
     @property
     def future(self) -> dict[str, NodeCapacity]:

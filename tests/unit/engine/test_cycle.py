@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kai.engine.budget import OVER_LIMIT
-from kai.engine.cycle import run_cycle
+from kai.engine.cycle import LONE_POD, run_cycle
 from kai.engine.explain import NOT_ENOUGH_PODS
 from kai.engine.model import EngineConfig, PodGroup, SetAside
 from tests.unit.engine.builders import group, node, pod, queue, snapshot
@@ -42,6 +42,22 @@ def test_gang_that_lacks_pods_says_how_many() -> None:
     )
     decision = run_cycle(snap, FAST).groups["ns/g"]
     assert decision.reason == "NotEnoughPods" and "waits for 2 more" in decision.message
+
+
+def test_a_lone_pod_is_placed_by_the_greedy_pass_and_two_pods_by_the_solver() -> None:
+    """One pod in view: its greedy placement is the best there is, so no model is built
+    (a live cluster's usual cycle); a second pod brings the solver back."""
+    running = [pod(f"r{i}", f"r{i}", gpus=i + 1, node_name=f"n{i}") for i in range(3)]
+    pending = [pod("new", "new", portion=Fraction(1, 2)), pod("next", "next", gpus=2)]
+    groups = [group(p.name, "q") for p in (*running, *pending)]
+    nodes = [node(f"n{i}", gpus=4) for i in range(3)]
+    lone = snapshot(nodes, [*running, pending[0]], groups[:4], [queue("q")])
+    solved, greedy = run_cycle(lone, FAST), run_cycle(lone, GREEDY)
+    assert solved.report.status == LONE_POD and solved.report.answer == "greedy"
+    assert solved.bindings == greedy.bindings and len(solved.bindings) == 1
+    assert solved.report.gpus_bound == solved.report.gpus_engine == Fraction(1, 2)
+    both = run_cycle(snapshot(nodes, [*running, *pending], groups, [queue("q")]), FAST)
+    assert both.report.status in ("OPTIMAL", "FEASIBLE") and len(both.bindings) == 2
 
 
 def random_cluster(seed: int) -> tuple[list[object], list[object], list[PodGroup], list[object]]:
@@ -89,7 +105,11 @@ def test_solver_answers_are_valid_and_never_worse_than_greedy_in_kais_order(seed
     # construction, and so is never losing to greedy once the cycle may fall back to it;
     # a discarded solver answer is what these two catch.)
     assert solved.report.validator_violations == 0
-    if any(d.reason not in REFUSED_BEFORE_PLACEMENT for d in solved.groups.values()):
+    offered = [d for d in solved.groups.values() if d.reason not in REFUSED_BEFORE_PLACEMENT]
+    if solved.report.status == LONE_POD:  # the greedy answer is the best there is
+        assert [p.group for p in pods if p.group in {d.key for d in offered}] == [offered[0].key]
+        assert solved.report.gpus_engine == solved.report.gpus_bound
+    elif offered:
         assert solved.report.status in ("OPTIMAL", "FEASIBLE"), solved.report
         # Used, unless as good as greedy's but leaving idle devices more scattered.
         assert solved.report.answer == "cp-sat" or solved.report.greedy_kept_on_tie, solved.report

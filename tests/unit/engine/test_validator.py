@@ -141,3 +141,20 @@ def test_an_engine_answer_passes_and_each_way_of_breaking_it_is_reported() -> No
     assert any("queue other: gpu 4 above limit 0" in p for p in broken(big=bind("big", "n2")))
     on_shared = broken(w=bind("w", "n1", "d"))
     assert any("takes whole GPUs but is bound onto shared devices" in p for p in on_shared)
+
+
+def test_gpu_shares_add_up_exactly_against_a_limit() -> None:
+    """Thirds of a device make exactly one GPU: at the limit passes, a sixth more does not."""
+    running = [
+        pod(f"r{i}", f"r{i}", portion=Fraction(1, 3), node_name="n1", gpu_groups=(f"d{i}",))
+        for i in range(2)
+    ]
+    pending = [
+        pod("third", "third", portion=Fraction(1, 3)),
+        pod("half", "half", portion=Fraction(1, 2)),
+    ]
+    groups = [group(p.name, "q") for p in (*running, *pending)]
+    snap = snapshot([node("n1", gpus=4)], [*running, *pending], groups, [queue("q", gpu_limit=1)])
+    assert validate(snap, [bind("third", "n1", "d2")]) == []
+    problems = validate(snap, [bind("half", "n1", "d2")])
+    assert problems == ["queue q: gpu 7/6 above limit 1"]

@@ -1,0 +1,31 @@
+"""`ResourceSum` adds like `Fraction` does, exactly, whatever the mix of denominators."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kai.engine.resources import Resources, ResourceSum
+
+amounts = st.fractions(min_value=-(10**6), max_value=10**12, max_denominator=1000)
+
+
+@given(st.lists(st.tuples(amounts, amounts, amounts), max_size=40))
+def test_the_sum_equals_adding_one_by_one(
+    values: list[tuple[Fraction, Fraction, Fraction]],
+) -> None:
+    expected = Resources()
+    total = ResourceSum()
+    for gpu, cpu, memory in values:
+        expected = expected + Resources(gpu, cpu, memory)
+        total.add(Resources(gpu, cpu, memory))
+    assert total.total() == expected
+
+
+def test_thirds_make_a_whole() -> None:
+    total = ResourceSum()
+    for _ in range(3):
+        total.add(Resources(Fraction(1, 3), Fraction(1000), Fraction(1, 2)))
+    assert total.total() == Resources(Fraction(1), Fraction(3000), Fraction(3, 2))
