@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kai.engine.model import Node, Pod
-from kai.engine.resources import Resources
+from kai.engine.resources import Resources, ResourceSum
 
 _GROUP_NAMESPACE = uuid.UUID("6f1c8f3e-4f7e-4d1b-9a57-1f2d7c0e5a10")
 
@@ -175,8 +175,8 @@ def initial_capacity(
 
 def total_allocatable(nodes: Iterable[Node]) -> Resources:
     """The cluster total that fair share divides: allocatable of Ready nodes (kai-semantics §10.1)."""
-    total = Resources()
+    total = ResourceSum()  # exact, without a Fraction normalised per node per cycle
     for node in nodes:
         if node.ready:
-            total = total + node.allocatable
-    return total
+            total.add(node.allocatable)
+    return total.total()

@@ -150,10 +150,11 @@ class Node:
     unschedulable: bool = False
     ready: bool = True
     taints: tuple[Taint, ...] = ()
+    gpus: int = field(init=False, repr=False, compare=False)
+    """Whole devices, derived once: placement and fragmentation ask it per node per pod."""
 
-    @property
-    def gpus(self) -> int:
-        return int(self.allocatable.gpu)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gpus", int(self.allocatable.gpu))
 
     def label(self, key: str) -> str | None:
         for k, v in self.labels:

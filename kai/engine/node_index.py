@@ -137,9 +137,11 @@ class NodeIndex:
 
     def _tracked_states(self, fragmentation: Fragmentation) -> dict[int, list[str]]:
         if self._states is None:
-            self._states = {}
-            for name in sorted(self.capacity):
-                self._enter_state(name, fragmentation, self._states)
+            states: dict[int, list[str]] = {}
+            for name in sorted(self.capacity):  # by name: each state's list stays sorted
+                state = self._state_of[name] = fragmentation.number(node_state(self.capacity[name]))
+                states.setdefault(state, []).append(name)
+            self._states = states
         return self._states
 
     def _enter_state(
