@@ -56,10 +56,11 @@ class GpuRequest:
     devices: int = 1
     # MiB per device size, memoised: placement asks this for every candidate node.
     _mib: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    is_fractional: bool = field(init=False, repr=False, compare=False)
+    """A share of devices, derived once: every pass over the pods asks it of each."""
 
-    @property
-    def is_fractional(self) -> bool:
-        return bool(self.portion) or bool(self.memory_mib)  # truth tests: cheap on the hot path
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "is_fractional", bool(self.portion) or bool(self.memory_mib))
 
     def memory_on(self, device_memory_mib: int) -> int:
         """MiB of one device this request takes on a node with the given device memory."""
