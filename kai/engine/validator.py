@@ -216,6 +216,10 @@ def _check_queues(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) ->
     totals_np: dict[str, _Tally] = defaultdict(_Tally)
     grew: dict[str, list[bool]] = defaultdict(lambda: [False] * 3)
     grew_np: dict[str, list[bool]] = defaultdict(lambda: [False] * 3)
+    # Only a queue with a limit (or a quota) can be above it: the pods of queues without
+    # one are not summed (most cycles bind a pod or two beside thousands running).
+    limited, with_quota = _bounded(queues)
+    chains: dict[str, tuple[list[str], list[str]]] = {}
     # A pod being deleted still holds its devices: it counts against the limit (not the
     # non-preemptible quota, which KAI's allocated decides) until it is gone.
     entries = [
@@ -228,20 +232,31 @@ def _check_queues(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) ->
         group = groups.get(pod.group)
         if group is None or node_name is None:
             continue
-        amounts = usage(pod, node_name)
+        chain = chains.get(group.queue)
+        if chain is None:
+            ancestry = _ancestry(queues, group.queue)
+            chain = chains[group.queue] = (
+                [name for name in ancestry if name in limited],
+                [name for name in ancestry if name in with_quota],
+            )
         counts_np = not group.preemptible and pod.phase is not PodPhase.RELEASING
-        for queue_name in _ancestry(queues, group.queue):
+        to_limit, to_quota = chain[0], chain[1] if counts_np else []
+        if not to_limit and not to_quota:
+            continue
+        amounts = usage(pod, node_name)
+        for queue_name in to_limit:
             totals[queue_name].add(amounts)
-            if counts_np:
-                totals_np[queue_name].add(amounts)
             if is_new:
                 for i, amount in enumerate(amounts):
                     grew[queue_name][i] |= amount > 0
-                    if counts_np:
-                        grew_np[queue_name][i] |= amount > 0
+        for queue_name in to_quota:
+            totals_np[queue_name].add(amounts)
+            if is_new:
+                for i, amount in enumerate(amounts):
+                    grew_np[queue_name][i] |= amount > 0
     problems: list[str] = []
-    for name, tally in totals.items():
-        values, values_np = tally.values(), totals_np[name].values()
+    for name in sorted(set(totals) | set(totals_np)):
+        values, values_np = totals[name].values(), totals_np[name].values()
         queue = queues[name]
         for i, resource in enumerate(("gpu", "cpu", "memory")):
             spec = queue.resource(resource)
@@ -252,6 +267,18 @@ def _check_queues(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) ->
                     f"queue {name}: non-preemptible {resource} {values_np[i]} above quota {spec.quota}"
                 )
     return problems
+
+
+def _bounded(queues: Mapping[str, Queue]) -> tuple[set[str], set[str]]:
+    """The queues with a limit on some resource, and those with a quota on some resource."""
+    specs = {
+        name: [queue.resource(r) for r in ("gpu", "cpu", "memory")]
+        for name, queue in queues.items()
+    }
+    return (
+        {name for name, spec in specs.items() if any(r.limit != UNLIMITED for r in spec)},
+        {name for name, spec in specs.items() if any(r.quota != UNLIMITED for r in spec)},
+    )
 
 
 class _Tally:
