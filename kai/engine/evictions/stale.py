@@ -40,15 +40,17 @@ def stale_gangs(
     now: datetime,
 ) -> StaleOutcome:
     """`placed`: pods bound or pipelined this cycle; `evicted`: pods this cycle already evicts."""
+    groups = list(groups)
+    watched = {group.key for group in groups if _may_run_below_minimum(group)}
     members: dict[str, list[Pod]] = defaultdict(list)
     for pod in pods:
-        if pod.scheduler_is_ours:
+        if pod.scheduler_is_ours and pod.group in watched:
             members[pod.group].append(pod)
     decisions: list[EvictionDecision] = []
     stale_since: dict[str, datetime | None] = {}
     for group in groups:
         mine = members.get(group.key, [])
-        if not _is_stale(group, mine, placed):
+        if group.key not in watched or not _is_stale(group, mine, placed):
             if group.stale_since is not None:
                 stale_since[group.key] = None
             continue
@@ -73,6 +75,12 @@ def stale_gangs(
             )
             decisions.append(EvictionDecision(Action.STALE_GANG, None, evictions, (), "rule"))
     return StaleOutcome(tuple(decisions), stale_since)
+
+
+def _may_run_below_minimum(group: PodGroup) -> bool:
+    """A gang of one pod without sub-groups runs whole whenever it runs at all: most of a
+    cluster's gangs, whose pods are then not gathered every cycle."""
+    return group.min_member > 1 or bool(group.subgroups)
 
 
 def _is_stale(group: PodGroup, pods: list[Pod], placed: Collection[str]) -> bool:
