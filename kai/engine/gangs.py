@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from fractions import Fraction
 
 from kai.engine.model import Pod, PodGroup, PodPhase
 from kai.engine.resources import Resources
@@ -54,8 +53,9 @@ class GangRequest:
 
 def pod_resources(pod: Pod, gpu_memory_mib: int) -> Resources:
     """A pod's request with its GPU share as queue accounting counts it."""
-    gpus = pod.gpu.gpus_on(gpu_memory_mib) if pod.gpu.is_fractional else Fraction(pod.gpu.whole)
-    return Resources(gpus, pod.request.cpu, pod.request.memory)
+    if pod.whole_request is not None:
+        return pod.whole_request
+    return Resources(pod.gpu.gpus_on(gpu_memory_mib), pod.request.cpu, pod.request.memory)
 
 
 def task_order_key(pod: Pod) -> tuple[int, datetime, str]:

@@ -134,11 +134,18 @@ class Pod:
     key: str = field(init=False, repr=False, compare=False)
     cpu_millis: int = field(init=False, repr=False, compare=False)
     memory_bytes: int = field(init=False, repr=False, compare=False)
+    whole_request: Resources | None = field(init=False, repr=False, compare=False)
+    """What queue accounting counts for a pod of whole GPUs (None for a share, which
+    depends on the node's devices): every pass over the running pods asks it."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
         object.__setattr__(self, "cpu_millis", math.ceil(self.request.cpu))
         object.__setattr__(self, "memory_bytes", math.ceil(self.request.memory))
+        whole = None
+        if not self.gpu.is_fractional:
+            whole = Resources(Fraction(self.gpu.whole), self.request.cpu, self.request.memory)
+        object.__setattr__(self, "whole_request", whole)
 
 
 @dataclass(frozen=True, slots=True)
