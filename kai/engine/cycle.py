@@ -168,12 +168,13 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
             "greedy allocation failed validation: " + "; ".join(greedy_violations)
         )
     chosen, answer, bound = greedy, "greedy", _gpus(greedy, memory_mib)
-    status = LONE_POD if config.time_limit_seconds > 0 and _lone_pod(placeable) else "not-run"
+    lone = _lone_pod(placeable)
+    status = LONE_POD if config.time_limit_seconds > 0 and lone else "not-run"
     kept_on_tie = False
     leftover = _Leftover(capacity, config, fragmentation)
     elastic_of = {pod.key: request.key for request in placeable for pod in request.elastic}
     violations = 0
-    if config.time_limit_seconds > 0 and placeable and not _lone_pod(placeable):
+    if config.time_limit_seconds > 0 and placeable and not lone:
         optimized = optimize(
             placeable,
             capacity,

@@ -87,6 +87,13 @@ def is_satisfied(member: Member, per_leaf: Mapping[str | None, int]) -> bool:
     return _satisfied_children(member, per_leaf) >= member.required
 
 
+def may_run_below_minimum(group: PodGroup) -> bool:
+    """Whether some non-empty set of the gang's pods fails `holds`: not for a gang of one
+    pod without sub-groups, which runs whole whenever it runs at all (most of a cluster's
+    gangs, which the stale check then need not gather every cycle)."""
+    return group.min_member > 1 or bool(group.subgroups)
+
+
 def holds(group: PodGroup, pods: Sequence[Pod]) -> bool:
     """Whether these pods are a whole gang: the tree satisfied, `minMember` counted over all
     of them, and no leaf part-run (a leaf with pods holds at least its minimum).

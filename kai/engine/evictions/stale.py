@@ -22,7 +22,7 @@ from kai.engine.evictions.decisions import (
     EvictionDecision,
 )
 from kai.engine.model import Pod, PodGroup, PodPhase
-from kai.engine.subgroups import holds
+from kai.engine.subgroups import holds, may_run_below_minimum
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ def stale_gangs(
 ) -> StaleOutcome:
     """`placed`: pods bound or pipelined this cycle; `evicted`: pods this cycle already evicts."""
     groups = list(groups)
-    watched = {group.key for group in groups if _may_run_below_minimum(group)}
+    watched = {group.key for group in groups if may_run_below_minimum(group)}
     members: dict[str, list[Pod]] = defaultdict(list)
     for pod in pods:
         if pod.scheduler_is_ours and pod.group in watched:
@@ -75,12 +75,6 @@ def stale_gangs(
             )
             decisions.append(EvictionDecision(Action.STALE_GANG, None, evictions, (), "rule"))
     return StaleOutcome(tuple(decisions), stale_since)
-
-
-def _may_run_below_minimum(group: PodGroup) -> bool:
-    """A gang of one pod without sub-groups runs whole whenever it runs at all: most of a
-    cluster's gangs, whose pods are then not gathered every cycle."""
-    return group.min_member > 1 or bool(group.subgroups)
 
 
 def _is_stale(group: PodGroup, pods: list[Pod], placed: Collection[str]) -> bool:
