@@ -127,27 +127,32 @@ class NodeCapacity:
 def initial_capacity(
     nodes: Iterable[Node], pods: Iterable[Pod], cycle: str = ""
 ) -> dict[str, NodeCapacity]:
-    """Free capacity per node after every pod that occupies a node (any scheduler's) is subtracted.
+    """Free capacity per node after every pod that occupies a node (any scheduler's) is subtracted."""
+    on_node: dict[str, list[Pod]] = {}
+    for pod in pods:
+        if pod.phase.occupies_node and pod.node is not None:
+            on_node.setdefault(pod.node, []).append(pod)
+    return {node.name: node_capacity(node, on_node.get(node.name, ()), cycle) for node in nodes}
 
-    A running fractional pod whose device is not named (no `runai-gpu-group` label)
-    is put on a device deterministically, so its memory is accounted all the same.
+
+def node_capacity(node: Node, occupying: Iterable[Pod], cycle: str = "") -> NodeCapacity:
+    """Free capacity of one node after the pods that occupy it are subtracted.
+
+    The pods are taken in key order, whatever order they come in, so the same pods give the
+    same devices. A running fractional pod whose device is not named (no `runai-gpu-group`
+    label) is put on a device deterministically, after the named ones, so its memory is
+    accounted all the same.
     """
-    capacity = {
-        node.name: NodeCapacity(
-            node,
-            math.floor(node.allocatable.cpu),
-            math.floor(node.allocatable.memory),
-            node.max_pods,
-            node.gpus,
-            cycle=cycle,
-        )
-        for node in nodes
-    }
+    cap = NodeCapacity(
+        node,
+        math.floor(node.allocatable.cpu),
+        math.floor(node.allocatable.memory),
+        node.max_pods,
+        node.gpus,
+        cycle=cycle,
+    )
     unnamed: list[Pod] = []
-    for pod in sorted(pods, key=lambda p: p.key):
-        if not pod.phase.occupies_node or pod.node not in capacity:
-            continue
-        cap = capacity[pod.node]
+    for pod in sorted(occupying, key=lambda p: p.key):
         if pod.gpu.is_fractional and not pod.gpu_groups:
             unnamed.append(pod)
             continue
@@ -160,17 +165,16 @@ def initial_capacity(
             # reservation pod whose users are gone): it holds its devices and opens none,
             # as the validator counts it.
             continue
-        need = pod.gpu.memory_on(cap.node.gpu_memory_mib)
+        need = pod.gpu.memory_on(node.gpu_memory_mib)
         for group in pod.gpu_groups:
             if group not in cap.shared:
                 cap.whole_gpus -= 1
                 cap.shared[group] = 0
             cap.shared[group] += need
     for pod in unnamed:
-        cap = capacity[pod.node]  # type: ignore[index]
         candidates = cap.shared_candidates(pod) or [""] * pod.gpu.devices
         cap.take(pod, candidates)
-    return capacity
+    return cap
 
 
 def total_allocatable(nodes: Iterable[Node]) -> Resources:

@@ -14,23 +14,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from kai.engine.accounting import (
-    accounting_device_memory,
-    divisible_total,
-    leaf_usage,
-    pods_by_group,
-)
+from kai.engine.accounting import accounting_device_memory
 from kai.engine.budget import QueueBudget, Refusal, leaf_names
-from kai.engine.capacity import NodeCapacity, initial_capacity
+from kai.engine.capacity import NodeCapacity
 from kai.engine.eligibility import EligibilityIndex
 from kai.engine.evictions.actions import PIPELINED, EvictionReport, run_evictions
 from kai.engine.evictions.decisions import Eviction, GroupStamps, PipelinedPod
 from kai.engine.evictions.state import EvictionInputs
 from kai.engine.explain import explain_incomplete, explain_pending
 from kai.engine.fairshare import QueueShare, compute_fair_shares
-from kai.engine.fragmentation import Fragmentation, workload_of
+from kai.engine.fragmentation import Fragmentation
 from kai.engine.gangs import GangRequest, build_gang_requests, pod_resources
 from kai.engine.greedy import AllocationOutcome, KaiOrder, allocate_in_kai_order, index_after
+from kai.engine.memo import SnapshotMemo
 from kai.engine.model import EngineConfig, PlacementStrategy, PodGroup, Snapshot
 from kai.engine.node_index import NodeIndex
 from kai.engine.solver.optimize import optimize
@@ -96,15 +92,18 @@ class CycleResult:
     accepted: tuple[bool, ...] = ()
 
 
-def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
+def run_cycle(
+    snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | None = None
+) -> CycleResult:
+    """`memo`: what the caller's previous cycles derived from their snapshots' pods (the
+    same decisions with it or without; with it, a cycle costs about what changed)."""
     queues = {queue.name: queue for queue in snapshot.queues}
     leaves = leaf_names(snapshot.queues)
     nodes = {node.name: node for node in snapshot.nodes}
     groups = {group.key: group for group in snapshot.pod_groups}
     memory_mib = accounting_device_memory(snapshot)
-    capacity = initial_capacity(snapshot.nodes, snapshot.pods, snapshot.now.isoformat())
-    total = divisible_total(snapshot)
-    usage = leaf_usage(snapshot)
+    facts = (memo or SnapshotMemo()).facts(snapshot)
+    capacity, total, usage = facts.capacity, facts.total, facts.usage
     shares = compute_fair_shares(total, snapshot.queues, usage)
     budget = QueueBudget(
         queues,
@@ -123,7 +122,9 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
             decisions[group.key] = _pending(group, refusal)
         else:
             schedulable.append(group)
-    requests = build_gang_requests(schedulable, pods_by_group(snapshot))
+    requests = build_gang_requests(
+        [group for group in schedulable if group.key in facts.members], facts.members
+    )
     placeable: list[GangRequest] = []
     refused: list[GangRequest] = []  # over a limit: preempting in their own queue may help
     for request in requests:
@@ -142,7 +143,7 @@ def run_cycle(snapshot: Snapshot, config: EngineConfig) -> CycleResult:
     eligible_for = EligibilityIndex(snapshot.nodes)
 
     fragmentation = (  # bin-packing's measure: spreading places by free GPUs alone
-        Fragmentation(workload_of(pod for pod in snapshot.pods if pod.scheduler_is_ours))
+        Fragmentation(facts.workload)
         if config.placement_strategy is PlacementStrategy.BINPACK
         else None
     )

@@ -60,7 +60,11 @@ class PodKind:
 
 def workload_of(pods: Iterable[Pod]) -> tuple[PodKind, ...]:
     """The mix of requests among these pods, each kind weighted by its share of them."""
-    counts = Counter(shape_of(pod) for pod in pods)  # ints: a Fraction key hashes slowly
+    return workload_from_counts(Counter(shape_of(pod) for pod in pods))
+
+
+def workload_from_counts(counts: Mapping[Shape, int]) -> tuple[PodKind, ...]:
+    """The mix of requests of pods counted by shape (ints: a Fraction key hashes slowly)."""
     total = sum(counts.values())
     kinds = [
         (cpu, memory, whole, Fraction(numerator, denominator), mib, devices, count)

@@ -80,6 +80,11 @@ class ResourceSum:
         value = amount.memory
         memory[value.denominator] = memory.get(value.denominator, 0) + value.numerator
 
+    def remove(self, amount: Resources) -> None:
+        """Take out an amount added before: the sum stays exact."""
+        for parts, value in zip(self._parts, (amount.gpu, amount.cpu, amount.memory), strict=True):
+            parts[value.denominator] = parts.get(value.denominator, 0) - value.numerator
+
     def total(self) -> Resources:
         gpu, cpu, memory = (
             sum((Fraction(n, d) for d, n in parts.items()), ZERO) for parts in self._parts

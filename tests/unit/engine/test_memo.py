@@ -1,0 +1,190 @@
+"""The memo carried between cycles gives, for every snapshot, what a cold pass over its pods gives.
+
+The oracle is the engine's cold functions (`initial_capacity`, `divisible_total`,
+`leaf_usage`, `pods_by_group`, `workload_of`), which read every pod of the snapshot;
+the memo sees the same snapshots one after the other, each a random change of the last
+(pods arriving, bound, released, deleted or replaced; groups moving queue or losing
+preemptibility, appearing and disappearing; nodes changing device memory, readiness,
+joining and leaving; other schedulers' pods), as the operator's cache hands them over.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from fractions import Fraction
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kai.engine.accounting import divisible_total, leaf_usage, pods_by_group
+from kai.engine.capacity import NodeCapacity, initial_capacity
+from kai.engine.cycle import run_cycle
+from kai.engine.fragmentation import workload_of
+from kai.engine.memo import PodFacts, SnapshotMemo
+from kai.engine.model import EngineConfig, Pod, PodPhase, Snapshot
+from tests.unit.engine.builders import group, node, pod, queue, snapshot
+
+QUEUES = ("team-a", "team-b")
+
+
+def _start() -> Snapshot:
+    return snapshot(
+        [node("n0"), node("n1", gpus=4, gpu_memory_mib=80_000), node("n2", gpus=0)],
+        [pod("p0", "g0", gpus=1, node_name="n0"), pod("p1", "g0", portion=Fraction(1, 2))],
+        [group("g0", "team-a")],
+        [queue(name) for name in QUEUES],
+    )
+
+
+def _pod_of(draw: st.DrawFn, state: Snapshot, serial: int) -> Pod:
+    nodes = [n.name for n in state.nodes] + ["gone-node"]
+    groups = [g.name for g in state.pod_groups] + ["no-such-group"]
+    kind = draw(st.sampled_from(["whole", "portion", "memory", "cpu"]))
+    on = draw(st.none() | st.sampled_from(nodes))
+    phase = PodPhase.PENDING
+    if on is not None:
+        phase = draw(st.sampled_from([PodPhase.BOUND, PodPhase.RELEASING]))
+    elif draw(st.booleans()):
+        phase = draw(st.sampled_from([PodPhase.SUCCEEDED, PodPhase.FAILED, PodPhase.GATED]))
+    named = on is not None and kind != "whole" and draw(st.booleans())
+    return pod(
+        f"p{serial}",
+        draw(st.sampled_from(groups)),
+        gpus=draw(st.integers(1, 2)) if kind == "whole" else 0,
+        cpu=draw(st.sampled_from([500, 1000, 3000])),
+        portion=Fraction(draw(st.integers(1, 3)), 4) if kind == "portion" else Fraction(0),
+        memory_mib=draw(st.sampled_from([5_000, 20_000])) if kind == "memory" else 0,
+        devices=draw(st.integers(1, 2)) if kind in ("portion", "memory") else 1,
+        node_name=on,
+        gpu_groups=(f"dev-{on}-{draw(st.integers(0, 2))}",) if named else (),
+        ours=draw(st.integers(0, 4)) > 0,
+        phase=phase,
+    )
+
+
+@st.composite
+def _changed(draw: st.DrawFn, state: Snapshot, serial: int) -> Snapshot:
+    change = draw(
+        st.sampled_from(
+            ["add", "add", "add", "bind", "delete", "replace", "regroup", "group", "node"]
+        )
+    )
+    pods, groups, nodes = list(state.pods), list(state.pod_groups), list(state.nodes)
+    if change == "add" or not pods:
+        pods.append(_pod_of(draw, state, serial))
+    elif change == "bind":
+        at = draw(st.integers(0, len(pods) - 1))
+        target = draw(st.sampled_from([n.name for n in nodes]))
+        pods[at] = dataclasses.replace(pods[at], phase=PodPhase.BOUND, node=target)
+    elif change == "delete":
+        del pods[draw(st.integers(0, len(pods) - 1))]
+    elif change == "replace":  # a new object for the same pod (a new resourceVersion)
+        at = draw(st.integers(0, len(pods) - 1))
+        pods[at] = dataclasses.replace(pods[at])
+    elif change == "regroup" and groups:
+        at = draw(st.integers(0, len(groups) - 1))
+        groups[at] = dataclasses.replace(
+            groups[at], queue=draw(st.sampled_from(QUEUES)), preemptible=draw(st.booleans())
+        )
+    elif change == "group":
+        name = f"g{draw(st.integers(0, 3))}"
+        present = [g for g in groups if g.name == name]
+        if present:
+            groups.remove(present[0])
+        else:
+            groups.append(group(name, draw(st.sampled_from(QUEUES))))
+    else:
+        at = draw(st.integers(0, len(nodes)))
+        if at == len(nodes):
+            nodes.append(node(f"n{serial}", gpus=draw(st.sampled_from([0, 2, 8]))))
+        elif draw(st.booleans()) and len(nodes) > 1:
+            del nodes[at]
+        else:
+            nodes[at] = dataclasses.replace(
+                nodes[at],
+                gpu_memory_mib=draw(st.sampled_from([40_000, 80_000])),
+                ready=draw(st.booleans()),
+            )
+    return dataclasses.replace(
+        state,
+        pods=tuple(pods),
+        pod_groups=tuple(groups),
+        nodes=tuple(nodes),
+        now=state.now + timedelta(seconds=1),
+    )
+
+
+def _free(capacity: dict[str, NodeCapacity]) -> dict[str, tuple[object, ...]]:
+    return {
+        name: (cap.cpu, cap.memory, cap.pods, cap.whole_gpus, cap.shared, cap.opened, cap.cycle)
+        for name, cap in capacity.items()
+    }
+
+
+def _assert_as_cold(facts: PodFacts, state: Snapshot) -> None:
+    cold = initial_capacity(state.nodes, state.pods, state.now.isoformat())
+    assert list(facts.capacity) == list(cold)  # the snapshot's node order
+    assert _free(facts.capacity) == _free(cold)
+    assert facts.total == divisible_total(state)
+    assert facts.usage == leaf_usage(state)
+    assert facts.workload == workload_of(p for p in state.pods if p.scheduler_is_ours)
+    members = pods_by_group(state)
+    for key in facts.members:
+        assert facts.members[key] == sorted(members[key], key=lambda p: p.key)
+    waiting = {
+        p.group
+        for p in state.pods
+        if p.scheduler_is_ours and p.phase is PodPhase.PENDING and p.group in members
+    }
+    assert waiting <= set(facts.members)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_the_memo_sees_each_snapshot_as_a_cold_pass_does(data: st.DataObject) -> None:
+    memo = SnapshotMemo()
+    state = _start()
+    for serial in range(data.draw(st.integers(1, 25))):
+        state = data.draw(_changed(state, 100 + serial))
+        _assert_as_cold(memo.facts(state), state)
+
+
+def test_what_a_cycle_does_to_its_facts_does_not_reach_the_memo() -> None:
+    memo = SnapshotMemo()
+    state = _start()
+    first = memo.facts(state)
+    first.capacity["n0"].take(pod("extra", "g0", gpus=2))
+    first.members["ns/g0"].clear()
+    _assert_as_cold(memo.facts(state), state)
+
+
+def test_cycles_with_a_memo_decide_as_cycles_without() -> None:
+    memo = SnapshotMemo()
+    state = _start()
+    config = EngineConfig(time_limit_seconds=0)
+    for serial in range(12):
+        arriving = pod(f"q{serial}", "g0", gpus=1 + serial % 2, cpu=2000)
+        state = dataclasses.replace(
+            state, pods=(*state.pods, arriving), now=state.now + timedelta(seconds=1)
+        )
+        warm, cold = run_cycle(state, config, memo), run_cycle(state, config)
+        assert warm.bindings == cold.bindings
+        assert warm.groups == cold.groups
+        assert warm.queues == cold.queues
+        bound = {b.pod: b for b in warm.bindings}
+        state = dataclasses.replace(
+            state,
+            pods=tuple(
+                dataclasses.replace(
+                    p,
+                    phase=PodPhase.BOUND,
+                    node=bound[p.key].node,
+                    gpu_groups=bound[p.key].gpu_groups,
+                )
+                if p.key in bound
+                else p
+                for p in state.pods
+            ),
+        )
+    assert sum(p.phase is PodPhase.BOUND for p in state.pods) >= 8  # the cluster did fill
