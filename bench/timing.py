@@ -8,16 +8,20 @@ import time
 from collections.abc import Sequence
 
 from kai.engine.cycle import CycleResult, run_cycle
+from kai.engine.memo import SnapshotMemo
 from kai.engine.model import EngineConfig, Snapshot
 
 
-def timed_cycle(snapshot: Snapshot, config: EngineConfig) -> tuple[float, float, CycleResult]:
+def timed_cycle(
+    snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | None = None
+) -> tuple[float, float, CycleResult]:
     """Wall seconds, and CPU seconds of this process (all threads: the solver runs two workers).
 
-    On a loaded machine the CPU time is the steadier of the two.
+    On a loaded machine the CPU time is the steadier of the two. `memo`: what the caller's
+    earlier cycles kept, as a live scheduler keeps it from cycle to cycle.
     """
     started, started_cpu = time.perf_counter(), time.process_time()
-    result = run_cycle(snapshot, config)
+    result = run_cycle(snapshot, config, memo)
     return time.perf_counter() - started, time.process_time() - started_cpu, result
 
 

@@ -82,6 +82,7 @@ from kai.api.parse import parse_node, parse_pod, parse_pod_group, parse_queue
 from kai.engine.capacity import initial_capacity
 from kai.engine.cycle import CycleResult
 from kai.engine.evictions.decisions import PipelinedPod
+from kai.engine.memo import SnapshotMemo
 from kai.engine.model import (
     EngineConfig,
     EvictionConfig,
@@ -253,6 +254,7 @@ def run_trace(
     run = Run()
     started = time.perf_counter()
     state = Snapshot(cluster.nodes, (), (), (cluster.queue,), START)
+    memo = SnapshotMemo()  # carried from cycle to cycle, as `kai run` carries it
     held: dict[str, int] = {}  # bound pod -> GPU milli
     arrived = 0
     for first in range(0, len(order), batch):
@@ -266,7 +268,7 @@ def run_trace(
             pod_groups=state.pod_groups + tuple(group for _, group in chunk),
             now=START + timedelta(seconds=first + len(chunk)),
         )
-        seconds, _, result = timed_cycle(state, config)
+        seconds, _, result = timed_cycle(state, config, memo)
         state = carried_out(state, result)
         _record(run, result, held, seconds)
         _hold(held, state, result)

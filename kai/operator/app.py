@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import structlog
 
-from kai.engine.cycle import run_cycle
 from kai.engine.model import EngineConfig, PlacementStrategy
 from kai.kube.client import Kube, connect
 from kai.kube.lease import LeaderElector
@@ -78,11 +77,12 @@ class Operator:
 async def run_operator(
     config: OperatorConfig,
     started: asyncio.Future[Operator] | None = None,
-    run_engine: Engine = run_cycle,
+    run_engine: Engine | None = None,
 ) -> None:
     """Run until cancelled (or SIGTERM in `kai run`), then clean up.
 
-    `run_engine` is what each cycle solves with: `run_cycle`, or a test's faulty engine.
+    `run_engine` is what each cycle solves with: by default `run_cycle` with a memo kept
+    for the scheduler's lifetime, or a test's faulty engine.
     """
     client = await connect(config.kubeconfig)
     async with client:

@@ -24,13 +24,22 @@ from dataclasses import dataclass
 
 import structlog
 
-from kai.engine.cycle import CycleResult
+from kai.engine.cycle import CycleResult, run_cycle
+from kai.engine.memo import SnapshotMemo
 from kai.engine.model import EngineConfig, PodPhase, SetAside, Snapshot
 
 log = structlog.get_logger(__name__)
 
 Engine = Callable[[Snapshot, EngineConfig], CycleResult]
 """What a cycle runs: `kai.engine.cycle.run_cycle`, the seam where tests inject a fault."""
+
+
+def remembering_engine() -> Engine:
+    """`run_cycle` with one memo for its lifetime: each cycle pays for what changed since
+    the last (the snapshot builder keeps the objects of what did not)."""
+    memo = SnapshotMemo()
+    return lambda snapshot, config: run_cycle(snapshot, config, memo)
+
 
 ENGINE_INVARIANT_VIOLATED = "EngineInvariantViolated"
 MAX_PROBES = 12

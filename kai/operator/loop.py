@@ -38,7 +38,7 @@ import structlog
 from kai.api.pods import gpu_groups
 from kai.api.shards import Shard
 from kai.engine.accounting import queue_shares
-from kai.engine.cycle import CycleResult, GroupDecision, run_cycle
+from kai.engine.cycle import CycleResult, GroupDecision
 from kai.engine.fairshare import QueueShare
 from kai.engine.model import EngineConfig, PodPhase, Snapshot
 from kai.operator.backoff import BindBackoff
@@ -47,7 +47,7 @@ from kai.operator.burst import statuses_to_write
 from kai.operator.cache import ClusterCache, ClusterView
 from kai.operator.events import EventRecorder
 from kai.operator.gpu_sharing import GpuSharing, reservation_pods
-from kai.operator.isolation import Engine, run_isolating
+from kai.operator.isolation import Engine, remembering_engine, run_isolating
 from kai.operator.metrics import Metrics
 from kai.operator.pod_grouper import PodGrouper
 from kai.operator.sharding import foreign_plans, without_pods
@@ -96,7 +96,7 @@ class SchedulingLoop:
         debounce_seconds: float,
         is_leader: Callable[[], bool],
         failed_cycles_unhealthy: int,
-        run_engine: Engine = run_cycle,
+        run_engine: Engine | None = None,
         stop_grace_seconds: float = TRAILING_STOP_GRACE_SECONDS,
         shard: Shard | None = None,
         unserved: UnservedPools | None = None,
@@ -119,7 +119,7 @@ class SchedulingLoop:
         self._debounce = debounce_seconds
         self._is_leader = is_leader
         self._failed_cycles_unhealthy = failed_cycles_unhealthy
-        self._run_engine = run_engine
+        self._run_engine = run_engine or remembering_engine()
         self._stop_grace = stop_grace_seconds
         self._culprits: tuple[str, ...] = ()
         """Groups the engine failed with last cycle: tried without first if it fails again."""

@@ -15,6 +15,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from kai.engine.cycle import Binding, CycleResult, run_cycle
+from kai.engine.memo import SnapshotMemo
 from kai.engine.model import EngineConfig, Pod, PodPhase, Snapshot
 
 
@@ -27,8 +28,9 @@ class Simulation:
 def simulate(snapshot: Snapshot, rounds: int, config: EngineConfig) -> Simulation:
     results: list[CycleResult] = []
     state = snapshot
+    memo = SnapshotMemo()  # a round pays for the pods the last one changed, as `kai run` does
     for _ in range(rounds):
-        result = run_cycle(state, config)
+        result = run_cycle(state, config, memo)
         results.append(result)
         state = apply(state, result)
     return Simulation(tuple(results), state)
