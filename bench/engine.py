@@ -12,7 +12,8 @@ size matrix of issue 3 with each size in its own process, so peak memory is per 
     python bench/engine.py --nodes 1000 --pods 10000 --runs 1 --profile cycle.prof
 
 `--steady` times the other end of a live cluster's life: one pending pod beside 8,000
-running on the openb trace's cluster (`bench/steady.py`); `--all` runs it too.
+running on the openb trace's cluster (`bench/steady.py`), with the memo a live scheduler
+keeps from the cycle before and without it; `--all` runs it too.
 """
 
 from __future__ import annotations
@@ -37,12 +38,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.arguments import positive_int
-from bench.steady import steady_state_snapshot
+from bench.steady import previous_snapshot, steady_state_snapshot
 from bench.synthetic import ClusterSpec, synthetic_cluster
 from bench.timing import summarize, timed_cycle
 from kai.engine.accounting import accounting_device_memory
 from kai.engine.cycle import CycleResult, run_cycle
 from kai.engine.gangs import pod_resources
+from kai.engine.memo import SnapshotMemo
 from kai.engine.model import EngineConfig, PodPhase, Snapshot
 
 MATRIX = ((100, 1000), (500, 5000), (1000, 10000), (5000, 50000))
@@ -162,31 +164,38 @@ def measure(
 
 
 def measure_steady(runs: int, time_limit: float, progress: Callable[[str], None]) -> Document:
-    """One pending pod beside `steady.RUNNING_TARGET` running: full cycles and greedy-only
-    cycles, interleaved; the same snapshot every run (each cycle starts from it)."""
+    """One pending pod beside `steady.RUNNING_TARGET` running, three ways interleaved: the
+    full cycle with the memo a live scheduler keeps (brought to the cycle before, untimed),
+    the greedy pass alone with it, and the full cycle without it (cold, every pod read)."""
     started = time.perf_counter()
     snapshot = steady_state_snapshot()
+    before = previous_snapshot(snapshot)
     running = sum(1 for p in snapshot.pods if p.phase is PodPhase.BOUND)
     progress(
         f"[steady state] {running} running pods, filled in {time.perf_counter() - started:.1f} s"
     )
     full_config = EngineConfig(time_limit_seconds=time_limit)
     greedy_config = EngineConfig(time_limit_seconds=0)
-    cycle_seconds: list[float] = []
-    greedy_seconds: list[float] = []
+    memo = SnapshotMemo()
+    seconds: dict[str, list[float]] = {"cycle": [], "greedy": [], "cold": []}
     answers: Counter[str] = Counter()
-    always_bound = True
+    always_bound = same_decisions = True
     for run in range(1, runs + 1):
-        greedy_time, _, greedy_only = timed_cycle(snapshot, greedy_config)
-        cycle_time, _, cycle = timed_cycle(snapshot, full_config)
-        greedy_seconds.append(greedy_time)
-        cycle_seconds.append(cycle_time)
+        memo.facts(before)
+        greedy_time, _, greedy_only = timed_cycle(snapshot, greedy_config, memo)
+        memo.facts(before)
+        cycle_time, _, cycle = timed_cycle(snapshot, full_config, memo)
+        cold_time, _, cold = timed_cycle(snapshot, full_config)
+        for side, value in (("cycle", cycle_time), ("greedy", greedy_time), ("cold", cold_time)):
+            seconds[side].append(value)
         answers[cycle.report.answer] += 1
         always_bound &= bool(cycle.bindings) and bool(greedy_only.bindings)
+        same_decisions &= cycle.bindings == cold.bindings and cycle.groups == cold.groups
         progress(
-            f"[steady state] run {run}/{runs}: greedy {greedy_time:.3f} s, cycle {cycle_time:.3f} s"
+            f"[steady state] run {run}/{runs}: greedy {greedy_time:.3f} s, cycle "
+            f"{cycle_time:.3f} s, cold cycle {cold_time:.3f} s"
         )
-    cycle_summary = summarize(cycle_seconds)
+    cycle_summary = summarize(seconds["cycle"])
     return {
         "bench": "engine-steady",
         "nodes": len(snapshot.nodes),
@@ -195,9 +204,12 @@ def measure_steady(runs: int, time_limit: float, progress: Callable[[str], None]
         "runs": runs,
         "timeLimitSeconds": time_limit,
         "cycleSeconds": cycle_summary,
-        "greedySeconds": summarize(greedy_seconds),
-        "timeRatio": round(cycle_summary["median"] / statistics.median(greedy_seconds), 3),
+        "greedySeconds": summarize(seconds["greedy"]),
+        "coldCycleSeconds": summarize(seconds["cold"]),
+        "timeRatio": round(cycle_summary["median"] / statistics.median(seconds["greedy"]), 3),
+        "coldRatio": round(cycle_summary["median"] / statistics.median(seconds["cold"]), 3),
         "pendingPodBound": always_bound,
+        "sameDecisionsAsCold": same_decisions,
         "answers": dict(answers),
         "peakRssBytes": _peak_rss_bytes(),
         "loadAverage1m": round(os.getloadavg()[0], 2),
@@ -208,12 +220,15 @@ def measure_steady(runs: int, time_limit: float, progress: Callable[[str], None]
 
 def format_steady(result: Document) -> str:
     cycle, greedy = result["cycleSeconds"], result["greedySeconds"]
+    cold = result["coldCycleSeconds"]
     met = result["targetsMet"]["cycleMedianWithin20ms"]
     return (
         f"steady state ({result['pendingPods']} pending beside {result['runningPods']} running "
         f"on {result['nodes']} nodes): cycle {cycle['median']:.3f} s median / {cycle['p95']:.3f} "
-        f"p95, greedy-only {greedy['median']:.3f} / {greedy['p95']:.3f}; pending pod bound "
-        f"{result['pendingPodBound']}; cycle median <= {TARGET_STEADY_SECONDS * 1000:g} ms "
+        f"p95, greedy-only {greedy['median']:.3f} / {greedy['p95']:.3f}, cold cycle (no memo) "
+        f"{cold['median']:.3f} / {cold['p95']:.3f}; pending pod bound "
+        f"{result['pendingPodBound']}, same decisions as cold {result['sameDecisionsAsCold']}; "
+        f"cycle median <= {TARGET_STEADY_SECONDS * 1000:g} ms "
         f"{_verdict(met)} (load average {result['loadAverage1m']} on {result['cpus']} CPUs)"
     )
 
