@@ -71,17 +71,17 @@ def validate(snapshot: Snapshot, bindings: Iterable[ProposedBinding]) -> list[st
 
 def _check_nodes(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) -> list[str]:
     problems: list[str] = []
-    occupants: dict[str, list[tuple[Pod, tuple[str, ...]]]] = defaultdict(list)
-    for pod in snapshot.pods:
-        if pod.phase.occupies_node and pod.node is not None:
-            occupants[pod.node].append((pod, pod.gpu_groups))
-    for pod, binding in new:
-        occupants[binding.node].append((pod, binding.gpu_groups))
-    group_home: dict[str, str] = {}
     # Only nodes this cycle binds to are the engine's responsibility: a node that was
     # already over-committed (a kubelet admitted more, allocatable shrank) must not
     # make every later cycle fail.
     touched = {binding.node for _, binding in new}
+    occupants: dict[str, list[tuple[Pod, tuple[str, ...]]]] = defaultdict(list)
+    for pod in snapshot.pods:
+        if pod.node in touched and pod.phase.occupies_node:
+            occupants[pod.node].append((pod, pod.gpu_groups))
+    for pod, binding in new:
+        occupants[binding.node].append((pod, binding.gpu_groups))
+    group_home: dict[str, str] = {}
     binding_of = {pod.key for pod, _ in new}
     for node in snapshot.nodes:
         if node.name not in touched:
@@ -132,15 +132,15 @@ def _check_nodes(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) -> 
 def _check_gangs(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) -> list[str]:
     problems: list[str] = []
     groups = {group.key: group for group in snapshot.pod_groups}
-    running: dict[str, list[Pod]] = defaultdict(list)
-    for pod in snapshot.pods:
-        if pod.phase.is_active_allocated:
-            running[pod.group].append(pod)
     touched: dict[str, list[Pod]] = defaultdict(list)
     node_of: dict[str, str] = {}
     for pod, binding in new:
         touched[pod.group].append(pod)
         node_of[pod.key] = binding.node
+    running: dict[str, list[Pod]] = defaultdict(list)
+    for pod in snapshot.pods:
+        if pod.group in touched and pod.phase.is_active_allocated:
+            running[pod.group].append(pod)
     topologies = {topology.name: topology for topology in snapshot.topologies}
     nodes = {node.name: node for node in snapshot.nodes}
     for key, added in touched.items():
@@ -219,6 +219,8 @@ def _check_queues(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) ->
     # Only a queue with a limit (or a quota) can be above it: the pods of queues without
     # one are not summed (most cycles bind a pod or two beside thousands running).
     limited, with_quota = _bounded(queues)
+    if not limited and not with_quota:
+        return []
     chains: dict[str, tuple[list[str], list[str]]] = {}
     # A pod being deleted still holds its devices: it counts against the limit (not the
     # non-preemptible quota, which KAI's allocated decides) until it is gone.
@@ -819,8 +821,10 @@ def validate_after_evictions(
     Only nodes that take pipelined pods are checked: on any other node the future holds
     a subset of what `validate` already checked with the bindings.
     """
-    gone = set(evicted)
     waiting = list(pipelined)
+    if not waiting:
+        return []
+    gone = set(evicted)
     touched = {binding.node for binding in waiting}
     staying = tuple(
         pod
