@@ -26,11 +26,12 @@ from kai.engine.fairshare import QueueShare, compute_fair_shares
 from kai.engine.fragmentation import Fragmentation
 from kai.engine.gangs import GangRequest, build_gang_requests, pod_resources
 from kai.engine.greedy import AllocationOutcome, KaiOrder, allocate_in_kai_order, index_after
+from kai.engine.group_decision import GroupDecision
 from kai.engine.memo import SnapshotMemo
 from kai.engine.model import EngineConfig, PlacementStrategy, PodGroup, Snapshot
 from kai.engine.node_index import NodeIndex
 from kai.engine.solver.optimize import optimize
-from kai.engine.topology import TopologyIndex, constrained
+from kai.engine.topology import TopologyIndex
 from kai.engine.validator import ProposedBinding, validate, validate_after_evictions
 
 QUEUE_DOES_NOT_EXIST = "QueueDoesNotExist"
@@ -50,15 +51,6 @@ class Binding:
     node: str
     gpus: Fraction
     gpu_groups: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class GroupDecision:
-    key: str
-    queue: str
-    scheduled: bool
-    reason: str | None
-    message: str
 
 
 @dataclass(frozen=True)
@@ -102,7 +94,8 @@ def run_cycle(
     nodes = {node.name: node for node in snapshot.nodes}
     groups = {group.key: group for group in snapshot.pod_groups}
     memory_mib = accounting_device_memory(snapshot)
-    facts = (memo or SnapshotMemo()).facts(snapshot)
+    memo = memo or SnapshotMemo()
+    facts = memo.facts(snapshot)
     capacity, total, usage = facts.capacity, facts.total, facts.usage
     shares = compute_fair_shares(total, snapshot.queues, usage)
     budget = QueueBudget(
@@ -149,7 +142,7 @@ def run_cycle(
     )
     topology = (
         TopologyIndex(snapshot.topologies, snapshot.nodes, snapshot.pods)
-        if any(constrained(group) for group in snapshot.pod_groups)
+        if facts.topology_constrained
         else None
     )
     kai_order = KaiOrder(
@@ -217,7 +210,8 @@ def run_cycle(
             )
             decisions[request.key] = _pending(request.group, refusal)
     for group in schedulable:
-        decisions.setdefault(group.key, GroupDecision(group.key, group.queue, True, None, ""))
+        if group.key not in decisions:
+            decisions[group.key] = memo.scheduled(group)
     bindings = tuple(
         Binding(
             p.pod.key, p.node, pod_resources(p.pod, nodes[p.node].gpu_memory_mib).gpu, p.gpu_groups

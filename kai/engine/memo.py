@@ -32,8 +32,10 @@ from kai.engine.capacity import NodeCapacity, node_capacity, total_allocatable
 from kai.engine.fairshare import QueueUsage
 from kai.engine.fragmentation import PodKind, Shape, shape_of, workload_from_counts
 from kai.engine.gangs import pod_resources
+from kai.engine.group_decision import GroupDecision
 from kai.engine.model import Node, Pod, PodGroup, PodPhase, Snapshot
 from kai.engine.resources import Resources, ResourceSum
+from kai.engine.topology import constrained
 
 _ALLOCATED_SUM, _NON_PREEMPTIBLE_SUM, _PENDING_SUM, _RELEASING_SUM = range(4)
 _NOTHING = Resources()
@@ -59,6 +61,8 @@ class PodFacts:
     workload: tuple[PodKind, ...]
     members: Mapping[str, list[Pod]]
     """A PodGroup's pods (ours), in key order, for the snapshot's groups with a pending pod."""
+    topology_constrained: bool
+    """Whether some PodGroup (or a sub-group of one) names a Topology."""
 
 
 class SnapshotMemo:
@@ -85,6 +89,8 @@ class SnapshotMemo:
         self._templates: dict[str, NodeCapacity] = {}
         self._volatile: set[str] = set()  # nodes whose capacity names devices per cycle
         self._allocatable: Resources | None = None
+        self._scheduled: dict[str, GroupDecision] = {}
+        self._constrained: set[str] = set()  # groups that name a Topology
 
     def facts(self, snapshot: Snapshot) -> PodFacts:
         try:
@@ -101,9 +107,15 @@ class SnapshotMemo:
         changed_nodes = _replace_changed(self._node_objects, snapshot.nodes, self._nodes)
         if changed_nodes:
             self._allocatable = None
-        again = self._regrouped(
-            _replace_changed(self._group_objects, snapshot.pod_groups, self._groups)
-        )
+        changed_groups = _replace_changed(self._group_objects, snapshot.pod_groups, self._groups)
+        for key in changed_groups:
+            self._scheduled.pop(key, None)
+            group = self._groups.get(key)
+            if group is not None and constrained(group):
+                self._constrained.add(key)
+            else:
+                self._constrained.discard(key)
+        again = self._regrouped(changed_groups)
         for name, old in changed_nodes.items():
             if _node_context(self._nodes.get(name)) != _node_context(old):
                 again.update(self._occupying.get(name, ()))
@@ -127,7 +139,18 @@ class SnapshotMemo:
             self._usage(),
             workload_from_counts(self._shapes),
             _Members(self._members, self._pending, self._groups),
+            bool(self._constrained),
         )
+
+    def scheduled(self, group: PodGroup) -> GroupDecision:
+        """The decision for a group of the last snapshot that nothing keeps from running, the
+        same object while the group's is (a cluster's thousands of running gangs, every cycle)."""
+        decision = self._scheduled.get(group.key)
+        if decision is None or decision.queue != group.queue:
+            decision = self._scheduled[group.key] = GroupDecision(
+                group.key, group.queue, True, None, ""
+            )
+        return decision
 
     def _regrouped(self, changed: Mapping[str, PodGroup | None]) -> set[int]:
         """The pods whose accounting depends on a PodGroup that changed how it counts."""

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kai.engine.cycle import GroupDecision
+from kai.engine.group_decision import GroupDecision
 
 Waiting = tuple[str, Mapping[str, Any]]
 """A pod that needs a PodGroup: its key ("namespace/name") and the pod."""

@@ -38,8 +38,9 @@ import structlog
 from kai.api.pods import gpu_groups
 from kai.api.shards import Shard
 from kai.engine.accounting import queue_shares
-from kai.engine.cycle import CycleResult, GroupDecision
+from kai.engine.cycle import CycleResult
 from kai.engine.fairshare import QueueShare
+from kai.engine.group_decision import GroupDecision
 from kai.engine.model import EngineConfig, PodPhase, Snapshot
 from kai.operator.backoff import BindBackoff
 from kai.operator.binder import Annotations, Binder, Held, still_held

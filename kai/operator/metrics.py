@@ -18,8 +18,8 @@ from fractions import Fraction
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from kai.engine.cycle import GroupDecision
 from kai.engine.fairshare import QueueShare
+from kai.engine.group_decision import GroupDecision
 from kai.engine.model import UNLIMITED
 
 _LATENCY_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)

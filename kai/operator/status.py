@@ -47,9 +47,9 @@ import structlog
 
 from kai.api.constants import NVIDIA_GPU_RESOURCE
 from kai.engine.accounting import accounting_device_memory
-from kai.engine.cycle import GroupDecision
 from kai.engine.fairshare import QueueShare
 from kai.engine.gangs import pod_resources
+from kai.engine.group_decision import GroupDecision
 from kai.engine.model import UNLIMITED, PodPhase, Snapshot
 from kai.engine.resources import Resources
 from kai.kube.client import Kube

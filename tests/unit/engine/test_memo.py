@@ -3,9 +3,10 @@
 The oracle is the engine's cold functions (`initial_capacity`, `divisible_total`,
 `leaf_usage`, `pods_by_group`, `workload_of`), which read every pod of the snapshot;
 the memo sees the same snapshots one after the other, each a random change of the last
-(pods arriving, bound, released, deleted or replaced; groups moving queue or losing
-preemptibility, appearing and disappearing; nodes changing device memory, readiness,
-joining and leaving; other schedulers' pods), as the operator's cache hands them over.
+(pods arriving, bound, released, deleted or replaced; groups moving queue, losing
+preemptibility or naming a Topology, appearing and disappearing; nodes changing device
+memory or readiness, joining and leaving; other schedulers' pods), as the operator's
+cache hands them over.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from kai.engine.capacity import NodeCapacity, initial_capacity
 from kai.engine.cycle import run_cycle
 from kai.engine.fragmentation import workload_of
 from kai.engine.memo import PodFacts, SnapshotMemo
-from kai.engine.model import EngineConfig, Pod, PodPhase, Snapshot
+from kai.engine.model import EngineConfig, Pod, PodPhase, Snapshot, TopologyConstraint
+from kai.engine.topology import constrained
 from tests.unit.engine.builders import group, node, pod, queue, snapshot
 
 QUEUES = ("team-a", "team-b")
@@ -85,7 +87,10 @@ def _changed(draw: st.DrawFn, state: Snapshot, serial: int) -> Snapshot:
     elif change == "regroup" and groups:
         at = draw(st.integers(0, len(groups) - 1))
         groups[at] = dataclasses.replace(
-            groups[at], queue=draw(st.sampled_from(QUEUES)), preemptible=draw(st.booleans())
+            groups[at],
+            queue=draw(st.sampled_from(QUEUES)),
+            preemptible=draw(st.booleans()),
+            topology=draw(st.none() | st.just(TopologyConstraint("racks", "rack"))),
         )
     elif change == "group":
         name = f"g{draw(st.integers(0, 3))}"
@@ -138,6 +143,7 @@ def _assert_as_cold(facts: PodFacts, state: Snapshot) -> None:
         if p.scheduler_is_ours and p.phase is PodPhase.PENDING and p.group in members
     }
     assert waiting <= set(facts.members)
+    assert facts.topology_constrained == any(constrained(g) for g in state.pod_groups)
 
 
 @settings(max_examples=150, deadline=None)

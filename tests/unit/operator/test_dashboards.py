@@ -32,8 +32,8 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kai.engine.cycle import GroupDecision
 from kai.engine.fairshare import QueueShare
+from kai.engine.group_decision import GroupDecision
 from kai.engine.resources import Resources
 from kai.operator.metrics import Metrics
 from kai.operator.server import HealthServer

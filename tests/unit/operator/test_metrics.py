@@ -7,8 +7,8 @@ from __future__ import annotations
 from fractions import Fraction
 from types import SimpleNamespace
 
-from kai.engine.cycle import GroupDecision
 from kai.engine.fairshare import QueueShare
+from kai.engine.group_decision import GroupDecision
 from kai.engine.resources import Resources
 from kai.operator.loop import SchedulingLoop
 from kai.operator.metrics import Metrics
