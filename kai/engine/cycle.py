@@ -136,7 +136,7 @@ def run_cycle(
     eligible_for = EligibilityIndex(snapshot.nodes)
 
     fragmentation = (  # bin-packing's measure: spreading places by free GPUs alone
-        Fragmentation(facts.workload)
+        memo.fragmentation(facts.workload)
         if config.placement_strategy is PlacementStrategy.BINPACK
         else None
     )

@@ -46,12 +46,13 @@ def node_state(cap: NodeCapacity) -> NodeState:
 
 @dataclass(frozen=True, slots=True)
 class PodKind:
-    """One kind of pod in the workload: its requests, and its share of the pods."""
+    """One kind of pod in the workload: its requests, and how many pods are of it."""
 
     cpu: int  # millicores
     memory: int  # bytes
     gpu: GpuRequest
     weight: float
+    """Pods of this kind (a count, or a share of some total: only proportions matter)."""
 
     @property
     def uses_gpus(self) -> bool:
@@ -59,19 +60,18 @@ class PodKind:
 
 
 def workload_of(pods: Iterable[Pod]) -> tuple[PodKind, ...]:
-    """The mix of requests among these pods, each kind weighted by its share of them."""
+    """The mix of requests among these pods, each kind weighted by how many are of it."""
     return workload_from_counts(Counter(shape_of(pod) for pod in pods))
 
 
 def workload_from_counts(counts: Mapping[Shape, int]) -> tuple[PodKind, ...]:
     """The mix of requests of pods counted by shape (ints: a Fraction key hashes slowly)."""
-    total = sum(counts.values())
     kinds = [
         (cpu, memory, whole, Fraction(numerator, denominator), mib, devices, count)
         for (cpu, memory, whole, numerator, denominator, mib, devices), count in counts.items()
     ]
     return tuple(
-        PodKind(cpu, memory, GpuRequest(whole, portion, mib, devices), count / total)
+        PodKind(cpu, memory, GpuRequest(whole, portion, mib, devices), count)
         for cpu, memory, whole, portion, mib, devices, count in sorted(kinds)
     )
 
@@ -111,31 +111,74 @@ class Growth:
         return round(self.by, 9)
 
 
-class _GpuAsk:
-    """The kinds of the workload with one GPU request, told apart by their host requests."""
+_Part = tuple[int, int, tuple[int, ...]]
+"""A state's devices as a GPU ask sees them: MiB per device, idle devices, MiB used on each
+shared device."""
+_Kind = tuple[int, int, int]
+"""A kind of pod as the measure weighs it: cpu, memory, and its GPU ask's number (-1: none)."""
+_LAYOUT_LIMIT = 200_000
+"""States and moves kept from cycle to cycle before the measure starts its caches over."""
+_MAX_CHANGED_KINDS = 8
+"""Kinds whose weight may change for the next cycle's measure to update the sums it carries
+instead of computing them anew."""
 
-    def __init__(self, gpu: GpuRequest, kinds: Sequence[PodKind]) -> None:
-        self.gpu = gpu
-        self.weight = sum(kind.weight for kind in kinds)
-        self.hosts = tuple((kind.cpu, kind.memory, kind.weight) for kind in kinds)
 
-    def runnable(self, cpu: int, memory: int) -> float:
-        """The weight of these kinds a node with this much cpu and memory free can host."""
-        return sum(
-            w
-            for need_cpu, need_memory, w in self.hosts
-            if need_cpu <= cpu and need_memory <= memory
-        )
+class _Layouts:
+    """What the measure knows whatever the workload's weights, kept from cycle to cycle: the
+    number of each node state, what a GPU ask cannot use of a layout of devices, and which
+    states a pod of a shape leaves behind when placed on a node in a state."""
 
-    def stranded(self, device_mib: int, whole: int, shared_free: Sequence[int], free: int) -> int:
-        """MiB of free device memory on the node this GPU request cannot use."""
-        if self.gpu.whole:
-            return free if whole < self.gpu.whole else free - whole * device_mib
-        need = self.gpu.memory_on(device_mib)
-        roomy = whole + sum(1 for room in shared_free if room >= need)
-        if roomy < self.gpu.devices:
-            return free
-        return sum(room for room in shared_free if room < need)
+    def __init__(self) -> None:
+        self.numbers: dict[NodeState, int] = {}
+        self.states: list[NodeState] = []
+        self.asks: dict[GpuRequest, int] = {}
+        self._requests: list[GpuRequest] = []
+        self._stranded: dict[tuple[int, _Part], int] = {}
+        self.moves: dict[tuple[Shape, int], tuple[tuple[int | None, int], ...]] = {}
+        """(level, state after) for each way of placing the pod; () when it does not fit."""
+
+    def number(self, state: NodeState) -> int:
+        number = self.numbers.get(state)
+        if number is None:
+            number = self.numbers[state] = len(self.states)
+            self.states.append(state)
+        return number
+
+    def ask(self, gpu: GpuRequest) -> int:
+        number = self.asks.get(gpu)
+        if number is None:
+            number = self.asks[gpu] = len(self._requests)
+            self._requests.append(gpu)
+        return number
+
+    def full(self) -> bool:
+        return len(self.states) + len(self.moves) > _LAYOUT_LIMIT
+
+    def strands(self, ask: int, part: _Part, free: int) -> int:
+        """MiB of free device memory on the node that this GPU ask cannot use."""
+        key = (ask, part)
+        stranded = self._stranded.get(key)
+        if stranded is None:
+            stranded = self._stranded[key] = _stranded(self._requests[ask], part, free)
+        return stranded
+
+
+def _stranded(gpu: GpuRequest, part: _Part, free: int) -> int:
+    device_mib, whole, shared = part
+    if gpu.whole:
+        return free if whole < gpu.whole else free - whole * device_mib
+    need = gpu.memory_on(device_mib)
+    shared_free = [device_mib - used for used in shared]
+    roomy = whole + sum(1 for room in shared_free if room >= need)
+    if roomy < gpu.devices:
+        return free
+    return sum(room for room in shared_free if room < need)
+
+
+def _free(state: NodeState) -> int:
+    """MiB of device memory free on a node in this state."""
+    _devices, device_mib, _cpu, _memory, _slot, whole, shared = state
+    return whole * device_mib + sum(device_mib - used for used in shared)
 
 
 class Fragmentation:
@@ -144,31 +187,64 @@ class Fragmentation:
     Units are devices: 2.5 means two and a half devices' worth of free GPU that the
     workload, on average, could not use. A cycle makes one; node states and pod shapes
     repeat across nodes and pods, so most questions are answered from the memos.
+
+    Each state's stranded MiB are summed over the workload's kinds, each weighted (by its
+    count, or its share: the measure divides by the total weight). What no weight changes
+    (state numbers, what an ask strands of a layout, where a placement leaves a state) is
+    kept in `_Layouts`, which `reweighted` hands to the next cycle's measure together with
+    the sums it asked for, updated by the few kinds whose count changed: with counts for
+    weights the sums are whole numbers, so an updated sum is the sum computed anew.
     """
 
-    def __init__(self, workload: Sequence[PodKind]) -> None:
-        kinds = [kind for kind in workload if kind.weight > 0]
-        self._gpu_less = sum(kind.weight for kind in kinds if not kind.uses_gpus)
-        by_gpu: dict[GpuRequest, list[PodKind]] = {}
-        for kind in kinds:
-            if kind.uses_gpus:
-                by_gpu.setdefault(kind.gpu, []).append(kind)
-        self._asks = tuple(_GpuAsk(gpu, group) for gpu, group in by_gpu.items())
-        self._memo: dict[NodeState, float] = {}
-        # States are numbered once: the growth memo is asked for every state per pod, and an
-        # int hashes at once where a state tuple is hashed anew each time.
-        self._numbers: dict[NodeState, int] = {}
-        self._states: list[NodeState] = []
+    def __init__(self, workload: Sequence[PodKind], layouts: _Layouts | None = None) -> None:
+        self._layouts = layouts or _Layouts()
+        self._weights: dict[_Kind, float] = {}
+        for kind in workload:
+            if kind.weight > 0:
+                ask = self._layouts.ask(kind.gpu) if kind.uses_gpus else -1
+                key = (kind.cpu, kind.memory, ask)
+                self._weights[key] = self._weights.get(key, 0) + kind.weight
+        self._total = sum(self._weights.values())
+        self._gpu_less = sum(w for (_c, _m, ask), w in self._weights.items() if ask < 0)
+        by_ask: dict[int, list[tuple[int, int, float]]] = {}
+        for (cpu, memory, ask), weight in self._weights.items():
+            if ask >= 0:
+                by_ask.setdefault(ask, []).append((cpu, memory, weight))
+        self._asks = tuple(
+            (ask, sum(w for *_, w in hosts), tuple(hosts)) for ask, hosts in sorted(by_ask.items())
+        )
+        self._sums: dict[int, float] = {}  # state number -> weighted MiB stranded
+        self._asked: set[int] = set()  # the states this measure was asked about
         self._growth: dict[Shape, dict[int, Growth | None]] = {}
 
     def __bool__(self) -> bool:
-        return bool(self._asks) or self._gpu_less > 0
+        return self._total > 0
+
+    def reweighted(self, workload: Sequence[PodKind]) -> Fragmentation:
+        """The measure of the next cycle's workload, knowing what this one learnt."""
+        layouts = None if self._layouts.full() else self._layouts
+        measure = Fragmentation(workload, layouts)
+        weights = (*self._weights.values(), *measure._weights.values())
+        if layouts is None or not all(isinstance(weight, int) for weight in weights):
+            return measure  # float weights: an updated sum could drift from a new one
+        changed = {
+            key: measure._weights.get(key, 0) - self._weights.get(key, 0)
+            for key in self._weights.keys() | measure._weights.keys()
+        }
+        changed = {key: by for key, by in changed.items() if by}
+        if len(changed) > _MAX_CHANGED_KINDS:
+            return measure
+        states = layouts.states
+        for number in self._asked:
+            state = states[number]
+            total = self._sums[number]
+            for key, by in changed.items():
+                total += by * self._strands(key, state)
+            measure._sums[number] = total
+        return measure
 
     def of_state(self, state: NodeState) -> float:
-        value = self._memo.get(state)
-        if value is None:
-            value = self._memo[state] = self._compute(state)
-        return value
+        return self._of_number(self._layouts.number(state))
 
     def of(self, cap: NodeCapacity) -> float:
         return self.of_state(node_state(cap))
@@ -181,11 +257,7 @@ class Fragmentation:
 
     def number(self, state: NodeState) -> int:
         """The state's number, the same for equal states for this measure's lifetime."""
-        number = self._numbers.get(state)
-        if number is None:
-            number = self._numbers[state] = len(self._states)
-            self._states.append(state)
-        return number
+        return self._layouts.number(state)
 
     def growths(self, shape: Shape) -> Mapping[int, Growth | None]:
         """What is known so far of pods of this shape, by state number (read only)."""
@@ -198,10 +270,18 @@ class Fragmentation:
         node's state) and `shape` (the pod's), when the caller has them."""
         if number is None:
             number = self.number(node_state(cap))
-        by_state = self._growth.setdefault(shape or shape_of(pod), {})
+        shape = shape or shape_of(pod)
+        by_state = self._growth.setdefault(shape, {})
         if number in by_state:
             return by_state[number]
-        growth = by_state[number] = self._measure(cap, pod, self._states[number])
+        moves = self._moves(cap, pod, number, shape)
+        growth: Growth | None = None
+        if moves:
+            before = self._of_number(number)
+            # among equals the fuller device, as KAI's gpupack (level None: no choice)
+            after, fuller = min((self._of_number(state), -(level or 0)) for level, state in moves)
+            growth = Growth(after - before, None if moves[0][0] is None else -fuller)
+        by_state[number] = growth
         return growth
 
     def best_devices(self, cap: NodeCapacity, pod: Pod) -> tuple[str, ...] | None:
@@ -216,12 +296,20 @@ class Fragmentation:
             return ("",)
         return (min(group for group, used in cap.shared.items() if used == growth.level),)
 
-    def _measure(self, cap: NodeCapacity, pod: Pod, state: NodeState) -> Growth | None:
+    def _moves(
+        self, cap: NodeCapacity, pod: Pod, number: int, shape: Shape
+    ) -> tuple[tuple[int | None, int], ...]:
+        key = (shape, number)
+        moves = self._layouts.moves.get(key)
+        if moves is None:
+            moves = self._layouts.moves[key] = self._placements(cap, pod)
+        return moves
+
+    def _placements(self, cap: NodeCapacity, pod: Pod) -> tuple[tuple[int | None, int], ...]:
         if not cap.fits(pod):
-            return None
-        before = self.of_state(state)
+            return ()
         if not pod.gpu.is_fractional or pod.gpu.devices != 1:
-            return Growth(self.after(cap, pod) - before, None)
+            return ((None, self._after(cap, pod, None)),)
         need = pod.gpu.memory_on(cap.node.gpu_memory_mib)
         options: dict[int, str] = {}
         for group in sorted(cap.shared):
@@ -230,24 +318,51 @@ class Fragmentation:
                 options.setdefault(used, group)
         if cap.whole_gpus >= 1:
             options.setdefault(-1, "")  # open an idle device
-        # among equals the fuller device, as KAI's gpupack
-        after, level = min(
-            (self.after(cap, pod, (group,)), -used) for used, group in options.items()
-        )
-        return Growth(after - before, -level)
+        return tuple((used, self._after(cap, pod, (group,))) for used, group in options.items())
 
-    def _compute(self, state: NodeState) -> float:
+    def _after(self, cap: NodeCapacity, pod: Pod, groups: Sequence[str] | None) -> int:
+        trial = cap.copy()
+        trial.take(pod, groups)
+        return self._layouts.number(node_state(trial))
+
+    def _of_number(self, number: int) -> float:
+        total = self._sums.get(number)
+        state = self._layouts.states[number]
+        if total is None:
+            total = self._sums[number] = self._summed(state)
+        self._asked.add(number)
+        return total / (self._total * state[1]) if total else 0.0
+
+    def _summed(self, state: NodeState) -> float:
+        """The state's stranded MiB, weighted, summed over the workload (grouped by GPU ask)."""
         _devices, device_mib, cpu, memory, slot, whole, shared = state
         if device_mib <= 0:
-            return 0.0
-        shared_free = [device_mib - used for used in shared]
-        free = whole * device_mib + sum(shared_free)
+            return 0
+        free = _free(state)
         if free <= 0:
-            return 0.0
+            return 0
+        part = (device_mib, whole, shared)
         stranded = self._gpu_less * free  # a pod without GPUs uses none of it
-        for ask in self._asks:
-            runnable = ask.runnable(cpu, memory) if slot else 0.0
-            stranded += (ask.weight - runnable) * free
+        for ask, weight, hosts in self._asks:
+            runnable = (
+                sum(w for need_cpu, need_mem, w in hosts if need_cpu <= cpu and need_mem <= memory)
+                if slot
+                else 0
+            )
+            stranded += (weight - runnable) * free
             if runnable:
-                stranded += runnable * ask.stranded(device_mib, whole, shared_free, free)
-        return stranded / device_mib
+                stranded += runnable * self._layouts.strands(ask, part, free)
+        return stranded
+
+    def _strands(self, kind: _Kind, state: NodeState) -> int:
+        """What one pod of a kind cannot use of a state's free device memory, in MiB."""
+        need_cpu, need_memory, ask = kind
+        _devices, device_mib, cpu, memory, slot, whole, shared = state
+        if device_mib <= 0:
+            return 0
+        free = _free(state)
+        if free <= 0:
+            return 0
+        if ask < 0 or not slot or need_cpu > cpu or need_memory > memory:
+            return free
+        return self._layouts.strands(ask, (device_mib, whole, shared), free)

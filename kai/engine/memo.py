@@ -30,7 +30,13 @@ from typing import TypeVar
 from kai.engine.accounting import accounting_device_memory
 from kai.engine.capacity import NodeCapacity, node_capacity, total_allocatable
 from kai.engine.fairshare import QueueUsage
-from kai.engine.fragmentation import PodKind, Shape, shape_of, workload_from_counts
+from kai.engine.fragmentation import (
+    Fragmentation,
+    PodKind,
+    Shape,
+    shape_of,
+    workload_from_counts,
+)
 from kai.engine.gangs import pod_resources
 from kai.engine.group_decision import GroupDecision
 from kai.engine.model import Node, Pod, PodGroup, PodPhase, Snapshot
@@ -91,6 +97,7 @@ class SnapshotMemo:
         self._allocatable: Resources | None = None
         self._scheduled: dict[str, GroupDecision] = {}
         self._constrained: set[str] = set()  # groups that name a Topology
+        self._measure: Fragmentation | None = None
 
     def facts(self, snapshot: Snapshot) -> PodFacts:
         try:
@@ -141,6 +148,13 @@ class SnapshotMemo:
             _Members(self._members, self._pending, self._groups),
             bool(self._constrained),
         )
+
+    def fragmentation(self, workload: Sequence[PodKind]) -> Fragmentation:
+        """The fragmentation measure of this workload, built on what the last cycle's learnt
+        (most cycles change a kind's count or two: the sums it asked for are updated)."""
+        last = self._measure
+        self._measure = Fragmentation(workload) if last is None else last.reweighted(workload)
+        return self._measure
 
     def scheduled(self, group: PodGroup) -> GroupDecision:
         """The decision for a group of the last snapshot that nothing keeps from running, the

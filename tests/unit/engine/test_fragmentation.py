@@ -8,6 +8,8 @@ from datetime import timedelta
 from fractions import Fraction
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kai.engine.capacity import initial_capacity
 from kai.engine.cycle import run_cycle
@@ -97,3 +99,42 @@ def test_a_gangs_members_are_placed_in_kais_order_not_by_the_measure() -> None:
     snap = snapshot(nodes, pods, [group("gang", "q", min_member=2)], [queue("q")])
     greedy = run_cycle(snap, EngineConfig(time_limit_seconds=0))
     assert {b.pod: b.node for b in greedy.bindings} == {"ns/m0": "n1", "ns/m1": "n2"}
+
+
+_KINDS = [
+    pod("k-whole", "w", gpus=1, cpu=4000),
+    pod("k-two", "w", gpus=2, cpu=8000),
+    pod("k-half", "w", portion=Fraction(1, 2), cpu=2000),
+    pod("k-tenth", "w", portion=Fraction(1, 10), cpu=1000),
+    pod("k-mem", "w", memory_mib=300, cpu=1000),
+    pod("k-cpu", "w", cpu=30_000),
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_a_measure_carried_across_cycles_answers_as_a_new_one(data: st.DataObject) -> None:
+    """Each cycle's measure is built on the last's sums, updated by the kinds whose count
+    changed; with counts for weights it must answer exactly as one built from scratch."""
+    n1 = node("n1", gpus=4, cpu=16_000, gpu_memory_mib=MIB)
+    running = [
+        _running(
+            f"r{i}", "n1", portion=Fraction(data.draw(st.integers(1, 9)), 10), gpu_groups=(f"d{i}",)
+        )
+        for i in range(data.draw(st.integers(0, 3)))
+    ]
+    start = initial_capacity([n1], running)["n1"]
+    counts = {p.name: data.draw(st.integers(0, 3)) for p in _KINDS}
+    carried: Fragmentation | None = None
+    for _ in range(data.draw(st.integers(1, 6))):
+        for name in data.draw(st.lists(st.sampled_from([p.name for p in _KINDS]), max_size=3)):
+            counts[name] = max(0, counts[name] + data.draw(st.sampled_from([-1, 1, 2])))
+        workload = workload_of(p for p in _KINDS for _ in range(counts[p.name]))
+        fresh = Fragmentation(workload)
+        carried = Fragmentation(workload) if carried is None else carried.reweighted(workload)
+        cap = start.copy()
+        for placed in data.draw(st.lists(st.sampled_from(_KINDS), max_size=4)):
+            assert carried.of(cap) == fresh.of(cap)
+            assert carried.growth(cap, placed) == fresh.growth(cap, placed)
+            if fresh.growth(cap, placed) is not None:
+                cap.take(placed, fresh.best_devices(cap, placed))
