@@ -12,6 +12,18 @@ share). A node's expected fragmentation weights each kind by how often it occurs
 Placing a pod where that expectation grows least keeps the cluster usable for the pods
 that are coming, which is the one thing a placement made now can know about them.
 
+Placements are ranked by a coarse score of the growth, not by the growth itself: FGD
+scores a node as a kube-scheduler plugin does, a whole number from the sigmoid of the
+fragmentation the placement removes, so placements whose growths differ by a few
+hundredths of a device score the same and the tie goes to packing (KAI's order: fewest
+idle whole devices). Ranked exactly, such differences (a rare kind of pod that one node
+could still host) overrule packing at every pod, and the pods spread: on the openb trace
+in the FGD paper's online protocol the exact ranking allocated 0.06-0.61 points fewer of
+the GPUs at 100% arrived than the score (0.30 on average, seeds 42-46); FGD as its
+simulator codes it, on the same arrivals, gains a point from its own. `SCORE_STEPS` is
+coarser than FGD's 100 steps (`MaxNodeScore`), which measured 0.0-0.25 points lower
+(seeds 42-44).
+
 The workload's mix is read from the snapshot (the pods that are ours, running or
 waiting), so the engine stays pure. Kinds are told apart by their requests only:
 node affinity and GPU-type constraints are not part of the measure.
@@ -19,9 +31,10 @@ node affinity and GPU-type constraints are not part of the measure.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from kai.engine.capacity import NodeCapacity
@@ -96,6 +109,17 @@ def shape_of(pod: Pod) -> Shape:
     )
 
 
+SCORE_STEPS = 50
+"""How many steps the score of a placement has, from the sigmoid of the fragmentation it
+removes (FGD's plugin has 100): half a step is about 0.04 devices of growth near zero."""
+
+
+def score(by: float) -> int:
+    """A placement's score from its growth `by` (devices): `SCORE_STEPS` x sigmoid(-by),
+    truncated as FGD's plugin does; higher is better, and equal scores tie."""
+    return int(SCORE_STEPS / (1.0 + math.exp(min(by, 700.0))))  # exp overflows past 709
+
+
 @dataclass(frozen=True)
 class Growth:
     """What placing a pod of one shape on a node in one state does to its fragmentation."""
@@ -104,11 +128,12 @@ class Growth:
     level: int | None
     """For a fraction of one device: MiB already used on the device it should join (-1 for
     an idle device); None when the choice does not matter (whole GPUs, several devices)."""
+    rank: int = field(init=False)
+    """The placement's score negated, so that lower ranks first: growths of equal score tie
+    (see the module's docstring), and the ranking breaks the tie by packing."""
 
-    @property
-    def rank(self) -> float:
-        """`by`, rounded so that float noise does not break a tie between equal placements."""
-        return round(self.by, 9)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rank", -score(self.by))
 
 
 _Part = tuple[int, int, tuple[int, ...]]

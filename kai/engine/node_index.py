@@ -115,10 +115,11 @@ class NodeIndex:
     def _least_fragmenting(
         self, pod: Pod, eligible: Callable[[str], bool], fragmentation: Fragmentation
     ) -> str | None:
-        """The node where the pod adds the least expected fragmentation; among equals, the
-        one with fewest idle whole devices, as bin-packing prefers, then by name."""
+        """The node where the pod adds the least expected fragmentation, by score (growths
+        that score the same are equal, see `fragmentation`); among equals, the one with
+        fewest idle whole devices, as bin-packing prefers, then by name."""
         states = self._tracked_states(fragmentation)
-        ranked: list[tuple[float, int, str, int]] = []
+        ranked: list[tuple[int, int, str, int]] = []
         shape = shape_of(pod)
         known = fragmentation.growths(shape)  # read directly: this loop runs per pod per state
         for state, names in states.items():

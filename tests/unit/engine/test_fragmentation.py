@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 
 from kai.engine.capacity import initial_capacity
 from kai.engine.cycle import run_cycle
-from kai.engine.fragmentation import Fragmentation, workload_of
-from kai.engine.model import EngineConfig, Pod, PodGroup
-from tests.unit.engine.builders import NOW, group, node, pod, queue, snapshot
+from kai.engine.fragmentation import SCORE_STEPS, Fragmentation, score, workload_of
+from kai.engine.model import EngineConfig, PlacementStrategy, Pod, PodGroup
+from kai.engine.node_index import NodeIndex
+from tests.unit.engine.builders import GI, NOW, group, node, pod, queue, snapshot
 
 MIB = 1000  # device memory in these tests: a share of p takes p * 1000 MiB
 
@@ -138,3 +139,35 @@ def test_a_measure_carried_across_cycles_answers_as_a_new_one(data: st.DataObjec
             assert carried.growth(cap, placed) == fresh.growth(cap, placed)
             if fresh.growth(cap, placed) is not None:
                 cap.take(placed, fresh.best_devices(cap, placed))
+
+
+def test_growths_a_fraction_of_a_score_step_apart_tie_and_the_fuller_node_wins() -> None:
+    """A 1-GPU pod of 3 cores and 8 GiB, beside rare kinds: one in twenty pods needs 10 cores,
+    one in two hundred 60 GiB. On n1 (2 idle GPUs, 12 cores free) the pod leaves too few
+    cores for the first: its last GPU is stranded for a twentieth of the workload (0.05
+    devices). On n2 (4 idle GPUs, 64 GiB free) it leaves too little memory for the second:
+    3 GPUs for a two-hundredth (0.015). Ranked exactly, n2 would win and the pods spread;
+    both growths score the same, and the tie goes to packing: n1, with fewer idle GPUs."""
+    placed = pod("p", "w", gpus=1, cpu=3000, memory=8 * GI)
+    workload = [placed] * 189
+    workload += [pod("cores", "w", gpus=1, cpu=10_000)] * 10
+    workload += [pod("memory", "w", gpus=1, memory=60 * GI)]
+    measure = Fragmentation(workload_of(workload))
+    nodes = [node("n1", gpus=8), node("n2", gpus=4, memory=64 * GI)]
+    running = [pod("r", "r", gpus=6, cpu=52_000, node_name="n1")]
+    capacity = initial_capacity(nodes, running)
+    n1, n2 = measure.growth(capacity["n1"], placed), measure.growth(capacity["n2"], placed)
+    assert n1 is not None and n2 is not None
+    assert n1.by == pytest.approx(0.05)
+    assert n2.by == pytest.approx(0.015)
+    assert n1.rank == n2.rank
+    index = NodeIndex(capacity, PlacementStrategy.BINPACK, fragmentation=measure)
+    assert index.find(placed, lambda name: True, alone=True) == "n1"
+
+
+def test_the_score_falls_with_the_growth_and_a_growth_a_step_apart_decides() -> None:
+    assert score(0.0) == SCORE_STEPS // 2
+    assert score(-0.05) == SCORE_STEPS // 2  # a placement that removes a little: same step
+    assert score(0.05) == SCORE_STEPS // 2 - 1  # one that adds a little: the step below
+    assert score(0.5) < score(0.2) < score(0.05)
+    assert score(-8.0) <= SCORE_STEPS and score(1e6) == 0
