@@ -20,7 +20,7 @@ from kai.engine.capacity import NodeCapacity
 from kai.engine.eligibility import EligibilityIndex
 from kai.engine.evictions.actions import PIPELINED, EvictionReport, run_evictions
 from kai.engine.evictions.decisions import Eviction, GroupStamps, PipelinedPod
-from kai.engine.evictions.state import EvictionInputs
+from kai.engine.evictions.state import EvictionInputs, SnapshotIndex
 from kai.engine.explain import explain_incomplete, explain_pending
 from kai.engine.fairshare import QueueShare, compute_fair_shares
 from kai.engine.fragmentation import Fragmentation
@@ -34,8 +34,6 @@ from kai.engine.solver.optimize import optimize
 from kai.engine.topology import TopologyIndex
 from kai.engine.validator import ProposedBinding, validate, validate_after_evictions
 
-QUEUE_DOES_NOT_EXIST = "QueueDoesNotExist"
-QUEUE_NOT_LEAF = "QueueIsNotLeaf"
 LONE_POD = "lone-pod"
 """The solver's status when the cycle offers a single pod: the greedy pass's answer is the
 best there is (its bound), so the model is not built."""
@@ -90,13 +88,11 @@ def run_cycle(
     """`memo`: what the caller's previous cycles derived from their snapshots' pods (the
     same decisions with it or without; with it, a cycle costs about what changed)."""
     queues = {queue.name: queue for queue in snapshot.queues}
-    leaves = leaf_names(snapshot.queues)
-    nodes = {node.name: node for node in snapshot.nodes}
-    groups = {group.key: group for group in snapshot.pod_groups}
     memory_mib = accounting_device_memory(snapshot)
     memo = memo or SnapshotMemo()
     facts = memo.facts(snapshot)
     capacity, total, usage = facts.capacity, facts.total, facts.usage
+    nodes, groups = facts.nodes, facts.groups
     shares = compute_fair_shares(total, snapshot.queues, usage)
     budget = QueueBudget(
         queues,
@@ -104,20 +100,14 @@ def run_cycle(
         {name: share.allocated_non_preemptible for name, share in shares.items()},
     )
     binding_budget = budget.counting({name: used.releasing for name, used in usage.items()})
-    decisions: dict[str, GroupDecision] = {
-        item.group: GroupDecision(item.group, item.queue, False, item.reason, item.message)
+    partition = memo.partition(queues, leaf_names(snapshot.queues))
+    decisions: dict[str, GroupDecision] = partition.scheduled
+    decisions.update(
+        (item.group, GroupDecision(item.group, item.queue, False, item.reason, item.message))
         for item in snapshot.set_aside
-    }
-    schedulable: list[PodGroup] = []
-    for group in snapshot.pod_groups:
-        refusal = _queue_problem(group, queues, leaves)
-        if refusal is not None:
-            decisions[group.key] = _pending(group, refusal)
-        else:
-            schedulable.append(group)
-    requests = build_gang_requests(
-        [group for group in schedulable if group.key in facts.members], facts.members
     )
+    decisions.update(partition.refused)
+    requests = build_gang_requests(partition.waiting, facts.members)
     placeable: list[GangRequest] = []
     refused: list[GangRequest] = []  # over a limit: preempting in their own queue may help
     for request in requests:
@@ -209,9 +199,6 @@ def run_cycle(
                 known=chosen.refusals.get(request.key),
             )
             decisions[request.key] = _pending(request.group, refusal)
-    for group in schedulable:
-        if group.key not in decisions:
-            decisions[group.key] = memo.scheduled(group)
     bindings = tuple(
         Binding(
             p.pod.key, p.node, pod_resources(p.pod, nodes[p.node].gpu_memory_mib).gpu, p.gpu_groups
@@ -246,6 +233,7 @@ def run_cycle(
             memory_mib,
             fragmentation,
             topology,
+            SnapshotIndex(groups, facts.pods_of),
         )
     )
     future_problems = validate_after_evictions(
@@ -284,21 +272,6 @@ def _lone_pod(placeable: list[GangRequest]) -> bool:
     most cycles see one new pod beside thousands running, building it was most of the cycle.
     """
     return sum(len(request.core) + len(request.elastic) for request in placeable) == 1
-
-
-def _queue_problem(
-    group: PodGroup, queues: Mapping[str, object], leaves: set[str]
-) -> Refusal | None:
-    if group.queue not in queues:
-        return Refusal(
-            QUEUE_DOES_NOT_EXIST,
-            f"queue {group.queue!r} does not exist; create it or set the kai.scheduler/queue label to an existing leaf queue",
-        )
-    if group.queue not in leaves:
-        return Refusal(
-            QUEUE_NOT_LEAF, f"queue {group.queue!r} has child queues; only leaf queues receive jobs"
-        )
-    return None
 
 
 def _pending(group: PodGroup, refusal: Refusal) -> GroupDecision:

@@ -161,6 +161,8 @@ class _Layouts:
         self._stranded: dict[tuple[int, _Part], int] = {}
         self.moves: dict[tuple[Shape, int], tuple[tuple[int | None, int], ...]] = {}
         """(level, state after) for each way of placing the pod; () when it does not fit."""
+        self.templates: dict[str, tuple[NodeCapacity, int]] = {}
+        """Node -> a capacity no pass writes (the memo's, see `know`) and its state's number."""
 
     def number(self, state: NodeState) -> int:
         number = self.numbers.get(state)
@@ -268,11 +270,27 @@ class Fragmentation:
             measure._sums[number] = total
         return measure
 
+    def know(self, capacity: Iterable[NodeCapacity]) -> None:
+        """Number the states of capacity that no pass will write (a memo's, kept from cycle to
+        cycle): `state_number` then answers for these objects without reading them."""
+        templates = self._layouts.templates
+        for cap in capacity:
+            known = templates.get(cap.node.name)
+            if known is None or known[0] is not cap:
+                templates[cap.node.name] = (cap, self._layouts.number(node_state(cap)))
+
+    def state_number(self, cap: NodeCapacity) -> int:
+        """The number of this capacity's state (see `number`)."""
+        known = self._layouts.templates.get(cap.node.name)
+        if known is not None and known[0] is cap:
+            return known[1]
+        return self._layouts.number(node_state(cap))
+
     def of_state(self, state: NodeState) -> float:
         return self._of_number(self._layouts.number(state))
 
     def of(self, cap: NodeCapacity) -> float:
-        return self.of_state(node_state(cap))
+        return self._of_number(self.state_number(cap))
 
     def after(self, cap: NodeCapacity, pod: Pod, groups: Sequence[str] | None = None) -> float:
         """The node's expected fragmentation once the pod is placed on it (it must fit)."""
@@ -294,7 +312,7 @@ class Fragmentation:
         """How much placing the pod here adds (None: it does not fit); `number` (of the
         node's state) and `shape` (the pod's), when the caller has them."""
         if number is None:
-            number = self.number(node_state(cap))
+            number = self.state_number(cap)
         shape = shape or shape_of(pod)
         by_state = self._growth.setdefault(shape, {})
         if number in by_state:

@@ -22,7 +22,7 @@ empty memo. It is not thread-safe: one loop, one memo.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TypeVar
@@ -40,6 +40,7 @@ from kai.engine.fragmentation import (
 from kai.engine.gangs import pod_resources
 from kai.engine.group_decision import GroupDecision
 from kai.engine.model import Node, Pod, PodGroup, PodPhase, Snapshot
+from kai.engine.queue_refusal import queue_refusal
 from kai.engine.resources import Resources, ResourceSum
 from kai.engine.topology import constrained
 
@@ -61,7 +62,9 @@ class _Entry:
 class PodFacts:
     """The facts of one snapshot, fresh for the cycle to use (the memo keeps its own)."""
 
-    capacity: dict[str, NodeCapacity]
+    capacity: Mapping[str, NodeCapacity]
+    """Free capacity per node, in the snapshot's order: the memo's own, read only (a pass
+    that places pods copies a node before it writes, as `NodeIndex` does)."""
     total: Resources
     usage: dict[str, QueueUsage]
     workload: tuple[PodKind, ...]
@@ -69,6 +72,24 @@ class PodFacts:
     """A PodGroup's pods (ours), in key order, for the snapshot's groups with a pending pod."""
     topology_constrained: bool
     """Whether some PodGroup (or a sub-group of one) names a Topology."""
+    groups: Mapping[str, PodGroup]
+    """The snapshot's PodGroups by key (read only)."""
+    nodes: Mapping[str, Node]
+    """The snapshot's nodes by name (read only)."""
+    pods_of: Mapping[str, Collection[Pod]]
+    """Every PodGroup's pods (ours), in no set order (read only)."""
+
+
+@dataclass(frozen=True)
+class GroupPartition:
+    """The snapshot's PodGroups as the cycle starts on them."""
+
+    refused: dict[str, GroupDecision]
+    """Groups whose queue takes no job (see `queue_refusal`), pending with the reason."""
+    scheduled: dict[str, GroupDecision]
+    """Groups with no pending pod of ours and a queue that takes jobs: nothing keeps them."""
+    waiting: list[PodGroup]
+    """Groups with a pending pod of ours and a queue that takes jobs, by key."""
 
 
 class SnapshotMemo:
@@ -95,7 +116,11 @@ class SnapshotMemo:
         self._templates: dict[str, NodeCapacity] = {}
         self._volatile: set[str] = set()  # nodes whose capacity names devices per cycle
         self._allocatable: Resources | None = None
+        self._refused: dict[str, GroupDecision] = {}
         self._scheduled: dict[str, GroupDecision] = {}
+        self._waiting: set[str] = set()
+        self._queue_view: tuple[frozenset[str], frozenset[str]] | None = None
+        self._regroup: set[str] = set()  # groups to partition again: changed, or pending changed
         self._constrained: set[str] = set()  # groups that name a Topology
         self._measure: Fragmentation | None = None
 
@@ -115,8 +140,8 @@ class SnapshotMemo:
         if changed_nodes:
             self._allocatable = None
         changed_groups = _replace_changed(self._group_objects, snapshot.pod_groups, self._groups)
+        self._regroup.update(changed_groups)
         for key in changed_groups:
-            self._scheduled.pop(key, None)
             group = self._groups.get(key)
             if group is not None and constrained(group):
                 self._constrained.add(key)
@@ -147,24 +172,52 @@ class SnapshotMemo:
             workload_from_counts(self._shapes),
             _Members(self._members, self._pending, self._groups),
             bool(self._constrained),
+            self._groups,
+            self._nodes,
+            _PodsOf(self._members),
         )
 
     def fragmentation(self, workload: Sequence[PodKind]) -> Fragmentation:
         """The fragmentation measure of this workload, built on what the last cycle's learnt
         (most cycles change a kind's count or two: the sums it asked for are updated)."""
         last = self._measure
-        self._measure = Fragmentation(workload) if last is None else last.reweighted(workload)
-        return self._measure
+        measure = Fragmentation(workload) if last is None else last.reweighted(workload)
+        measure.know(self._templates.values())
+        self._measure = measure
+        return measure
 
-    def scheduled(self, group: PodGroup) -> GroupDecision:
-        """The decision for a group of the last snapshot that nothing keeps from running, the
-        same object while the group's is (a cluster's thousands of running gangs, every cycle)."""
-        decision = self._scheduled.get(group.key)
-        if decision is None or decision.queue != group.queue:
-            decision = self._scheduled[group.key] = GroupDecision(
-                group.key, group.queue, True, None, ""
-            )
-        return decision
+    def partition(self, queues: Collection[str], leaves: Collection[str]) -> GroupPartition:
+        """The last snapshot's PodGroups: refused by their queue, scheduled, or waiting, kept for
+        every group that did not change, nor its pending pods, nor the queue tree (a cluster's
+        thousands of running gangs, every cycle). `queues`: names; `leaves`: those without
+        children."""
+        view = (frozenset(queues), frozenset(leaves))
+        regroup = self._regroup
+        if view != self._queue_view:
+            self._queue_view = view
+            regroup = set(self._groups) | self._refused.keys() | self._scheduled.keys()
+        for key in regroup:
+            self._refused.pop(key, None)
+            self._scheduled.pop(key, None)
+            self._waiting.discard(key)
+            group = self._groups.get(key)
+            if group is None:
+                continue
+            refusal = queue_refusal(group, queues, leaves)
+            if refusal is not None:
+                self._refused[key] = GroupDecision(
+                    key, group.queue, False, refusal.reason, refusal.message
+                )
+            elif self._pending.get(key):
+                self._waiting.add(key)
+            else:
+                self._scheduled[key] = GroupDecision(key, group.queue, True, None, "")
+        self._regroup = set()
+        return GroupPartition(
+            dict(self._refused),
+            dict(self._scheduled),
+            [self._groups[key] for key in sorted(self._waiting)],
+        )
 
     def _regrouped(self, changed: Mapping[str, PodGroup | None]) -> set[int]:
         """The pods whose accounting depends on a PodGroup that changed how it counts."""
@@ -198,6 +251,7 @@ class SnapshotMemo:
         members[pod_id] = pod
         if phase is _PENDING:
             self._pending[pod.group] += 1
+            self._regroup.add(pod.group)
         group = self._groups.get(pod.group)
         buckets, amount = _accounting(pod, group, self._nodes, memory_mib)
         for bucket in buckets:
@@ -221,6 +275,7 @@ class SnapshotMemo:
         _discard(self._members, pod.group, pod_id)
         if phase is _PENDING:
             _decrement(self._pending, pod.group)
+            self._regroup.add(pod.group)
         for bucket in entry.usage:
             self._sums[bucket].remove(entry.amount)
             if _decrement(self._counts, bucket):
@@ -241,11 +296,10 @@ class SnapshotMemo:
                 self._volatile.add(name)
             else:
                 self._volatile.discard(name)
-        fresh: dict[str, NodeCapacity] = {}
-        for node in nodes:
-            cap = fresh[node.name] = self._templates[node.name].copy()
-            cap.cycle = cycle
-        return fresh
+        templates = self._templates
+        for template in templates.values():
+            template.cycle = cycle  # the devices a cycle opens are named after it
+        return {node.name: templates[node.name] for node in nodes}
 
     def _total(self, nodes: Iterable[Node]) -> Resources:
         """Ready nodes' allocatable minus what other schedulers' pods hold there (§10.1)."""
@@ -301,6 +355,22 @@ class _Members(Mapping[str, list[Pod]]):
 
     def __len__(self) -> int:
         return len(self._lists)
+
+
+class _PodsOf(Mapping[str, Collection[Pod]]):
+    """Read only: our pods by PodGroup, as the memo holds them (by identity)."""
+
+    def __init__(self, members: Mapping[str, Mapping[int, Pod]]) -> None:
+        self._members = members
+
+    def __getitem__(self, key: str) -> Collection[Pod]:
+        return self._members[key].values()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._members)
+
+    def __len__(self) -> int:
+        return len(self._members)
 
 
 _Keyed = TypeVar("_Keyed", PodGroup, Node)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import cast
 
 from kai.engine.capacity import NodeCapacity
-from kai.engine.fragmentation import Fragmentation, Growth, node_state, shape_of
+from kai.engine.fragmentation import Fragmentation, Growth, shape_of
 from kai.engine.model import PlacementStrategy, Pod
 
 
@@ -26,9 +26,10 @@ class NodeIndex:
         device_strategy: PlacementStrategy | None = None,
         fragmentation: Fragmentation | None = None,
     ) -> None:
-        self.capacity: dict[str, NodeCapacity] = {
-            name: cap.copy() for name, cap in capacity.items()
-        }
+        # Copied on write: a cycle's index changes a few nodes of thousands, and the free
+        # capacity it starts from is the memo's, shared by every index of the cycle.
+        self.capacity: dict[str, NodeCapacity] = dict(capacity)
+        self._written: set[str] = set()
         self._strategy = strategy
         self._fullest_device_first = (device_strategy or strategy) is not PlacementStrategy.SPREAD
         self._max_gpus = max((cap.node.gpus for cap in self.capacity.values()), default=0)
@@ -140,7 +141,7 @@ class NodeIndex:
         if self._states is None:
             states: dict[int, list[str]] = {}
             for name in sorted(self.capacity):  # by name: each state's list stays sorted
-                state = self._state_of[name] = fragmentation.number(node_state(self.capacity[name]))
+                state = self._state_of[name] = fragmentation.state_number(self.capacity[name])
                 states.setdefault(state, []).append(name)
             self._states = states
         return self._states
@@ -148,7 +149,7 @@ class NodeIndex:
     def _enter_state(
         self, name: str, fragmentation: Fragmentation, states: dict[int, list[str]]
     ) -> None:
-        state = fragmentation.number(node_state(self.capacity[name]))
+        state = fragmentation.state_number(self.capacity[name])
         self._state_of[name] = state
         bisect.insort(states.setdefault(state, []), name)
 
@@ -172,6 +173,13 @@ class NodeIndex:
         scored.sort()
         return [name for _, name in scored]
 
+    def _writable(self, name: str) -> NodeCapacity:
+        if name in self._written:
+            return self.capacity[name]
+        self._written.add(name)
+        cap = self.capacity[name] = self.capacity[name].copy()
+        return cap
+
     def _bucket_scan(self, need: int) -> Iterator[str]:
         levels = range(need, self._max_gpus + 1)
         if self._strategy is PlacementStrategy.SPREAD:
@@ -180,7 +188,7 @@ class NodeIndex:
             yield from list(self._buckets[level])
 
     def _move(self, name: str, change: Callable[[NodeCapacity], None]) -> None:
-        cap = self.capacity[name]
+        cap = self._writable(name)
         old_level = max(0, cap.whole_gpus)
         had_shared = bool(cap.shared)
         states, fragmentation = self._states, self._fragmentation

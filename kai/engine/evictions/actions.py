@@ -101,7 +101,7 @@ def run_evictions(inputs: EvictionInputs) -> EvictionOutcome:
     state = EvictionState.start(inputs)
     audit = _LazyAudit(inputs)
     waiting = [gang for gang in inputs.unplaced if gang.core or gang.elastic]
-    if any(pod.phase is PodPhase.RELEASING for pod in inputs.snapshot.pods):
+    if waiting and any(pod.phase is PodPhase.RELEASING for pod in inputs.snapshot.pods):
         waiting = _pipeline_on_releasing(state, audit, waiting, tally)
     carried = 0.0  # solver time an action leaves unused goes to the next
     held_back = _delayed(state, waiting)
@@ -121,7 +121,7 @@ def run_evictions(inputs: EvictionInputs) -> EvictionOutcome:
     placed = set(inputs.placements) | set(state.pipelined)
     stale = stale_gangs(
         inputs.snapshot.pod_groups,
-        inputs.snapshot.pods,
+        state.pods_of,
         placed,
         state.evicted,
         config.evictions.staleness_grace_seconds,
@@ -137,7 +137,9 @@ def run_evictions(inputs: EvictionInputs) -> EvictionOutcome:
         tuple(sorted(state.pipelined.values(), key=lambda p: p.pod)),
         _waiting_messages(state),
         held_back,
-        cycle_stamps(inputs.snapshot, bound, evicted, stale.stale_since),
+        cycle_stamps(
+            inputs.snapshot.now, state.groups, state.pods_of, bound, evicted, stale.stale_since
+        ),
         EvictionReport(
             tally.cp_sat,
             tally.greedy,

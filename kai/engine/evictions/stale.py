@@ -10,8 +10,7 @@ default; negative disables) has passed, every running pod of the gang is evicted
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -33,24 +32,24 @@ class StaleOutcome:
 
 def stale_gangs(
     groups: Iterable[PodGroup],
-    pods: Iterable[Pod],
+    members: Mapping[str, Collection[Pod]],
     placed: Collection[str],
     evicted: Collection[str],
     default_grace_seconds: float,
     now: datetime,
 ) -> StaleOutcome:
-    """`placed`: pods bound or pipelined this cycle; `evicted`: pods this cycle already evicts."""
-    groups = list(groups)
-    watched = {group.key for group in groups if may_run_below_minimum(group)}
-    members: dict[str, list[Pod]] = defaultdict(list)
-    for pod in pods:
-        if pod.scheduler_is_ours and pod.group in watched:
-            members[pod.group].append(pod)
+    """`members`: our pods by PodGroup; `placed`: pods bound or pipelined this cycle;
+    `evicted`: pods this cycle already evicts."""
+    # Only a gang that may run below its minimum can be stale, and only one with a stale
+    # time can forget it: most of a cluster's groups are neither.
+    candidates = [
+        group for group in groups if group.stale_since is not None or may_run_below_minimum(group)
+    ]
     decisions: list[EvictionDecision] = []
     stale_since: dict[str, datetime | None] = {}
-    for group in groups:
-        mine = members.get(group.key, [])
-        if group.key not in watched or not _is_stale(group, mine, placed):
+    for group in candidates:
+        mine = list(members.get(group.key, ()))
+        if not may_run_below_minimum(group) or not _is_stale(group, mine, placed):
             if group.stale_since is not None:
                 stale_since[group.key] = None
             continue

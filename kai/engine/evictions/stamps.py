@@ -8,38 +8,36 @@ gang that loses pods records the eviction, which its preemption delay counts fro
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime
 
 from kai.engine.evictions.decisions import GroupStamps
-from kai.engine.model import PodGroup, PodPhase, Snapshot
+from kai.engine.model import Pod, PodGroup, PodPhase
 
 
 def cycle_stamps(
-    snapshot: Snapshot,
+    now: datetime,
+    groups: Mapping[str, PodGroup],
+    members: Mapping[str, Collection[Pod]],
     bound: Mapping[str, str],
     evicted: Mapping[str, str],
     stale_since: Mapping[str, datetime | None],
 ) -> dict[str, GroupStamps]:
-    """New stamps for every PodGroup whose stamps change. `bound`/`evicted`: pod -> PodGroup."""
-    now = snapshot.now
+    """New stamps for every PodGroup whose stamps change. `groups`: by key; `members`: our
+    pods by PodGroup; `bound`/`evicted`: pod -> PodGroup."""
     gained = Counter(bound.values())
     lost = Counter(evicted.values())
     # A group no pod joined or left and whose stale time stands keeps its stamps: only
     # these few are looked at, not every PodGroup of the cluster.
     touched = set(gained) | set(lost) | set(stale_since)
-    running_before: Counter[str] = Counter(
-        pod.group
-        for pod in snapshot.pods
-        if pod.group in touched and pod.phase is PodPhase.BOUND and pod.scheduler_is_ours
-    )
     stamps: dict[str, GroupStamps] = {}
-    for group in snapshot.pod_groups:
-        key = group.key
-        if key not in touched:
+    for key in sorted(touched):
+        group = groups.get(key)
+        if group is None:
             continue
+        before = sum(1 for pod in members.get(key, ()) if pod.phase is PodPhase.BOUND)
         last_start = group.last_start
-        if _starts(group, running_before[key], running_before[key] + gained[key] - lost[key]):
+        if _starts(group, before, before + gained[key] - lost[key]):
             last_start = now
         last_eviction = now if lost[key] else group.last_eviction
         since = stale_since.get(key, group.stale_since)

@@ -10,10 +10,11 @@ so each later decision in the cycle sees the earlier ones.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from kai.engine.accounting import pods_by_group
 from kai.engine.budget import QueueBudget
 from kai.engine.capacity import NodeCapacity, initial_capacity
 from kai.engine.evictions.decisions import Eviction, EvictionDecision, PipelinedPod
@@ -46,13 +47,33 @@ class EvictionInputs:
     memory_mib: int  # device memory a pending fractional request is accounted against
     fragmentation: Fragmentation | None = None  # the allocation's, so its look ahead agrees
     topology: TopologyIndex | None = None  # the cycle's Topologies, for constrained gangs
+    known: SnapshotIndex | None = None
+    """The snapshot's PodGroups by key and our pods by group, when the cycle has them (its
+    memo keeps them); None: read from the snapshot."""
+
+    def index(self) -> SnapshotIndex:
+        if self.known is not None:
+            return self.known
+        snapshot = self.snapshot
+        return SnapshotIndex(
+            {group.key: group for group in snapshot.pod_groups}, pods_by_group(snapshot)
+        )
+
+
+@dataclass(frozen=True)
+class SnapshotIndex:
+    """A snapshot's PodGroups by key, and our pods by PodGroup (read only)."""
+
+    groups: Mapping[str, PodGroup]
+    pods_of: Mapping[str, Collection[Pod]]
 
 
 @dataclass
 class EvictionState:
     inputs: EvictionInputs
     ledger: QueueBudget
-    groups: dict[str, PodGroup]
+    groups: Mapping[str, PodGroup]
+    pods_of: Mapping[str, Collection[Pod]]  # our pods by PodGroup, as the snapshot has them
     decisions: list[EvictionDecision] = field(default_factory=list)
     evicted: dict[str, Eviction] = field(default_factory=dict)
     pipelined: dict[str, PipelinedPod] = field(default_factory=dict)
@@ -71,13 +92,14 @@ class EvictionState:
         snapshot = inputs.snapshot
         nodes = {node.name: node for node in snapshot.nodes}
         ledger = inputs.ledger.copy()
-        groups = {group.key: group for group in snapshot.pod_groups}
+        index = inputs.index()
+        groups = index.groups
         for placement in inputs.placements.values():
             # Bound pods count as running pods do: a gpu-memory request on the node's devices.
             group = groups[placement.pod.group]
             memory = nodes[placement.node].gpu_memory_mib
             ledger.add(group.queue, pod_resources(placement.pod, memory), group.preemptible)
-        return cls(inputs, ledger, groups)
+        return cls(inputs, ledger, groups, index.pods_of)
 
     @property
     def running(self) -> dict[str, RunningGang]:

@@ -171,3 +171,16 @@ def test_the_score_falls_with_the_growth_and_a_growth_a_step_apart_decides() -> 
     assert score(0.05) == SCORE_STEPS // 2 - 1  # one that adds a little: the step below
     assert score(0.5) < score(0.2) < score(0.05)
     assert score(-8.0) <= SCORE_STEPS and score(1e6) == 0
+
+
+def test_a_known_capacity_is_answered_by_its_state_and_a_copy_written_since_is_read_anew() -> None:
+    n1 = node("n1", gpus=8)
+    template = initial_capacity([n1], [_running("r", "n1", gpus=5)])["n1"]
+    measure = Fragmentation(workload_of([pod("one", "w", gpus=1), pod("four", "w", gpus=4)]))
+    measure.know([template])
+    written = template.copy()  # same node, same state until written
+    assert measure.state_number(written) == measure.state_number(template)
+    written.take(pod("two", "w", gpus=2))
+    assert measure.state_number(written) != measure.state_number(template)
+    assert measure.of(written) == pytest.approx(0.5)  # 1 idle device: the 4-GPU half strands it
+    assert measure.of(template) == pytest.approx(1.5)

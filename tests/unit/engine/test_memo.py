@@ -12,6 +12,7 @@ cache hands them over.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from datetime import timedelta
 from fractions import Fraction
 
@@ -19,15 +20,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kai.engine.accounting import divisible_total, leaf_usage, pods_by_group
+from kai.engine.budget import leaf_names
 from kai.engine.capacity import NodeCapacity, initial_capacity
 from kai.engine.cycle import run_cycle
 from kai.engine.fragmentation import workload_of
 from kai.engine.memo import PodFacts, SnapshotMemo
 from kai.engine.model import EngineConfig, Pod, PodPhase, Snapshot, TopologyConstraint
+from kai.engine.queue_refusal import queue_refusal
 from kai.engine.topology import constrained
 from tests.unit.engine.builders import group, node, pod, queue, snapshot
 
 QUEUES = ("team-a", "team-b")
+QUEUE_TREES = (
+    tuple(queue(name) for name in QUEUES),
+    (queue("team-a"),),
+    (*(queue(name) for name in QUEUES), queue("team-a-1", parent="team-a")),
+)
 
 
 def _start() -> Snapshot:
@@ -69,11 +77,14 @@ def _pod_of(draw: st.DrawFn, state: Snapshot, serial: int) -> Pod:
 def _changed(draw: st.DrawFn, state: Snapshot, serial: int) -> Snapshot:
     change = draw(
         st.sampled_from(
-            ["add", "add", "add", "bind", "delete", "replace", "regroup", "group", "node"]
+            ["add", "add", "add", "bind", "delete", "replace", "regroup", "group", "node", "queues"]
         )
     )
     pods, groups, nodes = list(state.pods), list(state.pod_groups), list(state.nodes)
-    if change == "add" or not pods:
+    queues = state.queues
+    if change == "queues":  # a queue goes, or a leaf becomes a parent
+        queues = draw(st.sampled_from(QUEUE_TREES))
+    elif change == "add" or not pods:
         pods.append(_pod_of(draw, state, serial))
     elif change == "bind":
         at = draw(st.integers(0, len(pods) - 1))
@@ -116,11 +127,12 @@ def _changed(draw: st.DrawFn, state: Snapshot, serial: int) -> Snapshot:
         pods=tuple(pods),
         pod_groups=tuple(groups),
         nodes=tuple(nodes),
+        queues=queues,
         now=state.now + timedelta(seconds=1),
     )
 
 
-def _free(capacity: dict[str, NodeCapacity]) -> dict[str, tuple[object, ...]]:
+def _free(capacity: Mapping[str, NodeCapacity]) -> dict[str, tuple[object, ...]]:
     return {
         name: (cap.cpu, cap.memory, cap.pods, cap.whole_gpus, cap.shared, cap.opened, cap.cycle)
         for name, cap in capacity.items()
@@ -154,14 +166,52 @@ def test_the_memo_sees_each_snapshot_as_a_cold_pass_does(data: st.DataObject) ->
     for serial in range(data.draw(st.integers(1, 25))):
         state = data.draw(_changed(state, 100 + serial))
         _assert_as_cold(memo.facts(state), state)
+        _assert_partition_as_cold(memo, state)
+
+
+def _assert_partition_as_cold(memo: SnapshotMemo, state: Snapshot) -> None:
+    names, leaves = {q.name for q in state.queues}, leaf_names(state.queues)
+    partition = memo.partition(names, leaves)
+    members = pods_by_group(state)
+    for g in state.pod_groups:
+        refusal = queue_refusal(g, names, leaves)
+        if refusal is not None:
+            decision = partition.refused[g.key]
+            assert (decision.reason, decision.queue) == (refusal.reason, g.queue)
+        elif any(p.phase is PodPhase.PENDING for p in members.get(g.key, ())):
+            assert g in partition.waiting
+        else:
+            assert partition.scheduled[g.key].scheduled
+            assert partition.scheduled[g.key].queue == g.queue
+    parts = (partition.refused, partition.scheduled, partition.waiting)
+    assert sum(map(len, parts)) == len(state.pod_groups)
+    assert [g.key for g in partition.waiting] == sorted(g.key for g in partition.waiting)
 
 
 def test_what_a_cycle_does_to_its_facts_does_not_reach_the_memo() -> None:
+    """The capacity a memo hands out is its own (passes copy a node before they write it):
+    a cycle that places pods, gangs and a lone pod, in its greedy pass, the solver's answer
+    and its explanations, leaves it as it was."""
     memo = SnapshotMemo()
-    state = _start()
-    first = memo.facts(state)
-    first.capacity["n0"].take(pod("extra", "g0", gpus=2))
-    first.members["ns/g0"].clear()
+    state = dataclasses.replace(
+        _start(),
+        pods=(
+            *_start().pods,
+            pod("w0", "g1", gpus=2),
+            pod("w1", "g1", gpus=2),
+            pod("big", "g2", gpus=8),  # fits nowhere: explained against what is left
+        ),
+        pod_groups=(
+            *_start().pod_groups,
+            group("g1", "team-b", min_member=2),
+            group("g2", "team-a"),
+        ),
+    )
+    facts = memo.facts(state)
+    facts.members["ns/g0"].clear()
+    result = run_cycle(state, EngineConfig(time_limit_seconds=1), memo)
+    assert {b.pod for b in result.bindings} >= {"ns/p1", "ns/w0", "ns/w1"}
+    assert not result.groups["ns/g2"].scheduled
     _assert_as_cold(memo.facts(state), state)
 
 

@@ -6,6 +6,7 @@ import dataclasses
 from datetime import timedelta
 from typing import Any
 
+from kai.engine.accounting import pods_by_group
 from kai.engine.evictions.decisions import Action
 from kai.engine.evictions.stale import stale_gangs
 from kai.engine.evictions.stamps import cycle_stamps
@@ -15,6 +16,10 @@ from tests.unit.engine.builders import NOW, group, node, pod, queue, snapshot
 GRACE = 60.0
 
 
+def _by_group(pods: list[Pod]) -> dict[str, list[Pod]]:
+    return {key: [p for p in pods if p.group == key] for key in {p.group for p in pods}}
+
+
 def half_running(name: str, **fields: Any) -> tuple[PodGroup, list[Pod]]:
     g = dataclasses.replace(group(name, "q", min_member=4), **fields)
     return g, [pod(f"{name}-{i}", name, 1, node_name="n") for i in range(2)]
@@ -22,7 +27,7 @@ def half_running(name: str, **fields: Any) -> tuple[PodGroup, list[Pod]]:
 
 def test_a_gang_below_its_minimum_past_its_grace_period_is_evicted_whole() -> None:
     g, pods = half_running("g", stale_since=NOW - timedelta(minutes=2))
-    outcome = stale_gangs([g], pods, (), (), GRACE, NOW)
+    outcome = stale_gangs([g], _by_group(pods), (), (), GRACE, NOW)
     [decision] = outcome.decisions
     assert decision.action is Action.STALE_GANG
     assert sorted(e.pod for e in decision.evictions) == ["ns/g-0", "ns/g-1"]
@@ -31,7 +36,7 @@ def test_a_gang_below_its_minimum_past_its_grace_period_is_evicted_whole() -> No
 
 def test_the_first_stale_cycle_records_the_time_and_waits() -> None:
     g, pods = half_running("g")
-    outcome = stale_gangs([g], pods, (), (), GRACE, NOW)
+    outcome = stale_gangs([g], _by_group(pods), (), (), GRACE, NOW)
     assert outcome.decisions == () and outcome.stale_since == {"ns/g": NOW}
 
 
@@ -39,10 +44,10 @@ def test_per_group_grace_period_and_negative_disables() -> None:
     long_grace, pods = half_running(
         "g", stale_since=NOW - timedelta(minutes=2), staleness_grace_period_seconds=600.0
     )
-    assert stale_gangs([long_grace], pods, (), (), GRACE, NOW).decisions == ()
+    assert stale_gangs([long_grace], _by_group(pods), (), (), GRACE, NOW).decisions == ()
     disabled = dataclasses.replace(long_grace, staleness_grace_period_seconds=-1.0)
-    assert stale_gangs([disabled], pods, (), (), GRACE, NOW).decisions == ()
-    assert stale_gangs([long_grace], pods, (), (), -1.0, NOW).decisions == ()
+    assert stale_gangs([disabled], _by_group(pods), (), (), GRACE, NOW).decisions == ()
+    assert stale_gangs([long_grace], _by_group(pods), (), (), -1.0, NOW).decisions == ()
 
 
 def test_a_completing_gang_is_not_stale_and_forgets_its_time() -> None:
@@ -50,14 +55,14 @@ def test_a_completing_gang_is_not_stale_and_forgets_its_time() -> None:
     done = [
         dataclasses.replace(pod(f"g-done-{i}", "g", 1), phase=PodPhase.SUCCEEDED) for i in range(2)
     ]
-    outcome = stale_gangs([g], [*pods, *done], (), (), GRACE, NOW)
+    outcome = stale_gangs([g], _by_group([*pods, *done]), (), (), GRACE, NOW)
     assert outcome.decisions == () and outcome.stale_since == {"ns/g": None}
 
 
 def test_pods_placed_this_cycle_count_towards_the_minimum() -> None:
     g, pods = half_running("g", stale_since=NOW - timedelta(minutes=2))
     waiting = [pod(f"g-{i}", "g", 1) for i in (2, 3)]
-    outcome = stale_gangs([g], [*pods, *waiting], {"ns/g-2", "ns/g-3"}, (), GRACE, NOW)
+    outcome = stale_gangs([g], _by_group([*pods, *waiting]), {"ns/g-2", "ns/g-3"}, (), GRACE, NOW)
     assert outcome.decisions == () and outcome.stale_since == {"ns/g": None}
 
 
@@ -80,7 +85,8 @@ def test_last_start_is_set_when_a_gang_reaches_its_minimum_not_when_it_grows() -
         [queue("q")],
     )
     bound = {"ns/start-0": "ns/start", "ns/start-1": "ns/start", "ns/grow-1": "ns/grow"}
-    stamps = cycle_stamps(snap, bound, {"ns/victim-0": "ns/victim"}, {})
+    groups = {g.key: g for g in snap.pod_groups}
+    stamps = cycle_stamps(NOW, groups, pods_by_group(snap), bound, {"ns/victim-0": "ns/victim"}, {})
     assert stamps["ns/start"].last_start == NOW
     assert "ns/grow" not in stamps  # already running: its clock keeps running
     assert stamps["ns/victim"].last_eviction == NOW
