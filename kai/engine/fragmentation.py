@@ -31,6 +31,7 @@ node affinity and GPU-type constraints are not part of the measure.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -143,9 +144,14 @@ _Kind = tuple[int, int, int]
 """A kind of pod as the measure weighs it: cpu, memory, and its GPU ask's number (-1: none)."""
 _LAYOUT_LIMIT = 200_000
 """States and moves kept from cycle to cycle before the measure starts its caches over."""
-_MAX_CHANGED_KINDS = 8
-"""Kinds whose weight may change for the next cycle's measure to update the sums it carries
-instead of computing them anew."""
+_MAX_LAG = 8
+"""Weight changes a kept sum may be behind by and still be brought up to date, instead of
+computed anew."""
+_LOG_LIMIT = 100_000
+"""Weight changes logged from measure to measure before one starts its sums over."""
+_SumKey = tuple[int, int, bool, _Part]
+"""What a state's stranded sum depends on: the ranks of its free cpu and memory among the
+kinds' requests (0, 0 without a pod slot), whether a pod slot is left, its devices."""
 
 
 class _Layouts:
@@ -202,12 +208,6 @@ def _stranded(gpu: GpuRequest, part: _Part, free: int) -> int:
     return sum(room for room in shared_free if room < need)
 
 
-def _free(state: NodeState) -> int:
-    """MiB of device memory free on a node in this state."""
-    _devices, device_mib, _cpu, _memory, _slot, whole, shared = state
-    return whole * device_mib + sum(device_mib - used for used in shared)
-
-
 class Fragmentation:
     """Expected fragmentation of node states against one workload, memoised.
 
@@ -219,8 +219,11 @@ class Fragmentation:
     count, or its share: the measure divides by the total weight). What no weight changes
     (state numbers, what an ask strands of a layout, where a placement leaves a state) is
     kept in `_Layouts`, which `reweighted` hands to the next cycle's measure together with
-    the sums it asked for, updated by the few kinds whose count changed: with counts for
-    weights the sums are whole numbers, so an updated sum is the sum computed anew.
+    the sums it asked for and a log of the counts that changed; a sum is brought up to the
+    new counts when it is next asked for (most never are: a cycle asks about the nodes a
+    pod could go to). With counts for weights the sums are whole numbers, so an updated
+    sum is the sum computed anew. States that differ only in cpu or memory between the
+    same two requests of the workload strand the same, and share one sum.
     """
 
     def __init__(self, workload: Sequence[PodKind], layouts: _Layouts | None = None) -> None:
@@ -233,41 +236,51 @@ class Fragmentation:
                 self._weights[key] = self._weights.get(key, 0) + kind.weight
         self._total = sum(self._weights.values())
         self._gpu_less = sum(w for (_c, _m, ask), w in self._weights.items() if ask < 0)
+        self._gpu_kinds = self._total - self._gpu_less
+        # What a node's free cpu and memory decide is which kinds still fit: only where they
+        # stand among the kinds' own requests matters, so states are summed by those ranks.
+        self._cpus = tuple(sorted({cpu for cpu, _m, _a in self._weights}))
+        self._memories = tuple(sorted({memory for _c, memory, _a in self._weights}))
         by_ask: dict[int, list[tuple[int, int, float]]] = {}
         for (cpu, memory, ask), weight in self._weights.items():
             if ask >= 0:
-                by_ask.setdefault(ask, []).append((cpu, memory, weight))
+                by_ask.setdefault(ask, []).append((*self._ranks(cpu, memory), weight))
         self._asks = tuple(
             (ask, sum(w for *_, w in hosts), tuple(hosts)) for ask, hosts in sorted(by_ask.items())
         )
-        self._sums: dict[int, float] = {}  # state number -> weighted MiB stranded
-        self._asked: set[int] = set()  # the states this measure was asked about
+        self._keys: dict[int, _SumKey] = {}  # state number -> what its sum depends on
+        self._runnable: dict[tuple[int, int], tuple[float, ...]] = {}  # ranks -> weight per ask
+        self._log: list[tuple[_Kind, int]] = []  # weight changes since the sums' measure
+        self._at = 0  # how much of the log this measure's weights include
+        self._sums: dict[_SumKey, tuple[float, int]] = {}
+        """Weighted MiB stranded, and how much of the log the sum includes."""
         self._growth: dict[Shape, dict[int, Growth | None]] = {}
 
     def __bool__(self) -> bool:
         return self._total > 0
 
     def reweighted(self, workload: Sequence[PodKind]) -> Fragmentation:
-        """The measure of the next cycle's workload, knowing what this one learnt."""
+        """The measure of the next cycle's workload, knowing what this one learnt: its sums,
+        brought up to the new weights when next asked for (most never are again)."""
         layouts = None if self._layouts.full() else self._layouts
         measure = Fragmentation(workload, layouts)
         weights = (*self._weights.values(), *measure._weights.values())
-        if layouts is None or not all(isinstance(weight, int) for weight in weights):
-            return measure  # float weights: an updated sum could drift from a new one
-        changed = {
-            key: measure._weights.get(key, 0) - self._weights.get(key, 0)
-            for key in self._weights.keys() | measure._weights.keys()
-        }
-        changed = {key: by for key, by in changed.items() if by}
-        if len(changed) > _MAX_CHANGED_KINDS:
+        if (
+            layouts is None
+            or (measure._cpus, measure._memories) != (self._cpus, self._memories)
+            or not all(isinstance(weight, int) for weight in weights)
+        ):
+            return measure  # other ranks, or float weights: an updated sum could drift
+        changed = [
+            (key, int(measure._weights.get(key, 0) - self._weights.get(key, 0)))
+            for key in sorted(self._weights.keys() | measure._weights.keys())
+        ]
+        log = self._log
+        if len(log) > _LOG_LIMIT:
             return measure
-        states = layouts.states
-        for number in self._asked:
-            state = states[number]
-            total = self._sums[number]
-            for key, by in changed.items():
-                total += by * self._strands(key, state)
-            measure._sums[number] = total
+        log.extend((key, by) for key, by in changed if by)
+        measure._log, measure._at = log, len(log)
+        measure._keys, measure._sums = self._keys, self._sums
         return measure
 
     def know(self, capacity: Iterable[NodeCapacity]) -> None:
@@ -369,43 +382,80 @@ class Fragmentation:
         return self._layouts.number(node_state(trial))
 
     def _of_number(self, number: int) -> float:
-        total = self._sums.get(number)
-        state = self._layouts.states[number]
-        if total is None:
-            total = self._sums[number] = self._summed(state)
-        self._asked.add(number)
-        return total / (self._total * state[1]) if total else 0.0
+        key = self._keys.get(number)
+        if key is None:
+            key = self._keys[number] = self._sum_key(self._layouts.states[number])
+        total = self._sum(key)
+        return total / (self._total * key[3][0]) if total else 0.0
 
-    def _summed(self, state: NodeState) -> float:
-        """The state's stranded MiB, weighted, summed over the workload (grouped by GPU ask)."""
+    def _ranks(self, cpu: int, memory: int) -> tuple[int, int]:
+        """How many of the kinds' distinct cpu and memory requests are at most these."""
+        return bisect.bisect_right(self._cpus, cpu), bisect.bisect_right(self._memories, memory)
+
+    def _sum_key(self, state: NodeState) -> _SumKey:
         _devices, device_mib, cpu, memory, slot, whole, shared = state
-        if device_mib <= 0:
-            return 0
-        free = _free(state)
+        ranks = self._ranks(cpu, memory) if slot else (0, 0)
+        return (*ranks, slot, (device_mib, whole, shared))
+
+    def _sum(self, key: _SumKey) -> float:
+        """The key's stranded MiB under this measure's weights, from the sum kept if any."""
+        kept = self._sums.get(key)
+        if kept is not None:
+            total, at = kept
+            if at == self._at:
+                return total
+            if at < self._at and self._at - at <= _MAX_LAG:
+                for kind, by in self._log[at : self._at]:
+                    total += by * self._strands(kind, key)
+                self._sums[key] = (total, self._at)
+                return total
+            if at > self._at:  # a later measure moved it on: answer without keeping
+                return self._summed(key)
+        total = self._summed(key)
+        self._sums[key] = (total, self._at)
+        return total
+
+    def _summed(self, key: _SumKey) -> float:
+        """The key's stranded MiB, weighted, summed over the workload (grouped by GPU ask)."""
+        cpu_rank, memory_rank, slot, part = key
+        free = _part_free(part)
         if free <= 0:
             return 0
-        part = (device_mib, whole, shared)
         stranded = self._gpu_less * free  # a pod without GPUs uses none of it
-        for ask, weight, hosts in self._asks:
-            runnable = (
-                sum(w for need_cpu, need_mem, w in hosts if need_cpu <= cpu and need_mem <= memory)
-                if slot
-                else 0
+        if not slot:
+            return stranded + self._gpu_kinds * free
+        runnable = self._runnable.get((cpu_rank, memory_rank))
+        if runnable is None:
+            runnable = self._runnable[(cpu_rank, memory_rank)] = tuple(
+                sum(w for c, m, w in hosts if c <= cpu_rank and m <= memory_rank)
+                for _ask, _weight, hosts in self._asks
             )
-            stranded += (weight - runnable) * free
-            if runnable:
-                stranded += runnable * self._layouts.strands(ask, part, free)
+        for (ask, weight, _hosts), run in zip(self._asks, runnable, strict=True):
+            stranded += (weight - run) * free
+            if run:
+                stranded += run * self._layouts.strands(ask, part, free)
         return stranded
 
-    def _strands(self, kind: _Kind, state: NodeState) -> int:
-        """What one pod of a kind cannot use of a state's free device memory, in MiB."""
+    def _strands(self, kind: _Kind, key: _SumKey) -> int:
+        """What one pod of a kind cannot use of a key's free device memory, in MiB (the
+        kind's requests are among this measure's ranks: `reweighted` checks)."""
         need_cpu, need_memory, ask = kind
-        _devices, device_mib, cpu, memory, slot, whole, shared = state
-        if device_mib <= 0:
-            return 0
-        free = _free(state)
+        cpu_rank, memory_rank, slot, part = key
+        free = _part_free(part)
         if free <= 0:
             return 0
-        if ask < 0 or not slot or need_cpu > cpu or need_memory > memory:
+        if ask < 0 or not slot:
             return free
-        return self._layouts.strands(ask, (device_mib, whole, shared), free)
+        need_cpu_rank = bisect.bisect_left(self._cpus, need_cpu) + 1
+        need_memory_rank = bisect.bisect_left(self._memories, need_memory) + 1
+        if need_cpu_rank > cpu_rank or need_memory_rank > memory_rank:
+            return free
+        return self._layouts.strands(ask, part, free)
+
+
+def _part_free(part: _Part) -> int:
+    """MiB of device memory free on these devices (none when the node has no GPU memory)."""
+    device_mib, whole, shared = part
+    if device_mib <= 0:
+        return 0
+    return whole * device_mib + sum(device_mib - used for used in shared)
