@@ -233,7 +233,7 @@ def run_cycle(
             memory_mib,
             fragmentation,
             topology,
-            SnapshotIndex(groups, facts.pods_of),
+            SnapshotIndex(groups, facts.pods_of, facts.may_be_stale),
         )
     )
     future_problems = validate_after_evictions(

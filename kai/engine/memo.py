@@ -29,6 +29,7 @@ from typing import TypeVar
 
 from kai.engine.accounting import accounting_device_memory
 from kai.engine.capacity import NodeCapacity, node_capacity, total_allocatable
+from kai.engine.evictions.stale import may_be_stale
 from kai.engine.fairshare import QueueUsage
 from kai.engine.fragmentation import (
     Fragmentation,
@@ -78,6 +79,8 @@ class PodFacts:
     """The snapshot's nodes by name (read only)."""
     pods_of: Mapping[str, Collection[Pod]]
     """Every PodGroup's pods (ours), in no set order (read only)."""
+    may_be_stale: list[PodGroup]
+    """The PodGroups the stale-gang check must look at (see `may_be_stale`), by key."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,7 @@ class SnapshotMemo:
         self._queue_view: tuple[frozenset[str], frozenset[str]] | None = None
         self._regroup: set[str] = set()  # groups to partition again: changed, or pending changed
         self._constrained: set[str] = set()  # groups that name a Topology
+        self._watched: set[str] = set()  # groups that may be stale (see `may_be_stale`)
         self._measure: Fragmentation | None = None
 
     def facts(self, snapshot: Snapshot) -> PodFacts:
@@ -147,6 +151,10 @@ class SnapshotMemo:
                 self._constrained.add(key)
             else:
                 self._constrained.discard(key)
+            if group is not None and may_be_stale(group):
+                self._watched.add(key)
+            else:
+                self._watched.discard(key)
         again = self._regrouped(changed_groups)
         for name, old in changed_nodes.items():
             if _node_context(self._nodes.get(name)) != _node_context(old):
@@ -175,6 +183,7 @@ class SnapshotMemo:
             self._groups,
             self._nodes,
             _PodsOf(self._members),
+            [self._groups[key] for key in sorted(self._watched)],
         )
 
     def fragmentation(self, workload: Sequence[PodKind]) -> Fragmentation:

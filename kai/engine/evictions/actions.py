@@ -120,7 +120,7 @@ def run_evictions(inputs: EvictionInputs) -> EvictionOutcome:
         tally.work += budget.search_spent + budget.model_spent
     placed = set(inputs.placements) | set(state.pipelined)
     stale = stale_gangs(
-        inputs.snapshot.pod_groups,
+        state.may_be_stale,
         state.pods_of,
         placed,
         state.evicted,

@@ -38,16 +38,13 @@ def stale_gangs(
     default_grace_seconds: float,
     now: datetime,
 ) -> StaleOutcome:
-    """`members`: our pods by PodGroup; `placed`: pods bound or pipelined this cycle;
-    `evicted`: pods this cycle already evicts."""
-    # Only a gang that may run below its minimum can be stale, and only one with a stale
-    # time can forget it: most of a cluster's groups are neither.
-    candidates = [
-        group for group in groups if group.stale_since is not None or may_run_below_minimum(group)
-    ]
+    """`groups`: at least those that `may_be_stale`; `members`: our pods by PodGroup;
+    `placed`: pods bound or pipelined this cycle; `evicted`: pods this cycle already evicts."""
     decisions: list[EvictionDecision] = []
     stale_since: dict[str, datetime | None] = {}
-    for group in candidates:
+    for group in groups:
+        if not may_be_stale(group):
+            continue
         mine = list(members.get(group.key, ()))
         if not may_run_below_minimum(group) or not _is_stale(group, mine, placed):
             if group.stale_since is not None:
@@ -74,6 +71,12 @@ def stale_gangs(
             )
             decisions.append(EvictionDecision(Action.STALE_GANG, None, evictions, (), "rule"))
     return StaleOutcome(tuple(decisions), stale_since)
+
+
+def may_be_stale(group: PodGroup) -> bool:
+    """Whether the check must look at the group: only a gang that may run below its minimum
+    can be stale, and only one with a stale time can forget it (most groups are neither)."""
+    return group.stale_since is not None or may_run_below_minimum(group)
 
 
 def _is_stale(group: PodGroup, pods: list[Pod], placed: Collection[str]) -> bool:

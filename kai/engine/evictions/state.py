@@ -56,7 +56,9 @@ class EvictionInputs:
             return self.known
         snapshot = self.snapshot
         return SnapshotIndex(
-            {group.key: group for group in snapshot.pod_groups}, pods_by_group(snapshot)
+            {group.key: group for group in snapshot.pod_groups},
+            pods_by_group(snapshot),
+            snapshot.pod_groups,
         )
 
 
@@ -66,6 +68,8 @@ class SnapshotIndex:
 
     groups: Mapping[str, PodGroup]
     pods_of: Mapping[str, Collection[Pod]]
+    may_be_stale: Sequence[PodGroup]
+    """At least the PodGroups the stale-gang check must look at."""
 
 
 @dataclass
@@ -74,6 +78,7 @@ class EvictionState:
     ledger: QueueBudget
     groups: Mapping[str, PodGroup]
     pods_of: Mapping[str, Collection[Pod]]  # our pods by PodGroup, as the snapshot has them
+    may_be_stale: Sequence[PodGroup]  # at least the PodGroups the stale-gang check looks at
     decisions: list[EvictionDecision] = field(default_factory=list)
     evicted: dict[str, Eviction] = field(default_factory=dict)
     pipelined: dict[str, PipelinedPod] = field(default_factory=dict)
@@ -99,7 +104,7 @@ class EvictionState:
             group = groups[placement.pod.group]
             memory = nodes[placement.node].gpu_memory_mib
             ledger.add(group.queue, pod_resources(placement.pod, memory), group.preemptible)
-        return cls(inputs, ledger, groups, index.pods_of)
+        return cls(inputs, ledger, groups, index.pods_of, index.may_be_stale)
 
     @property
     def running(self) -> dict[str, RunningGang]:

@@ -23,6 +23,7 @@ from kai.engine.accounting import divisible_total, leaf_usage, pods_by_group
 from kai.engine.budget import leaf_names
 from kai.engine.capacity import NodeCapacity, initial_capacity
 from kai.engine.cycle import run_cycle
+from kai.engine.evictions.stale import may_be_stale
 from kai.engine.fragmentation import workload_of
 from kai.engine.memo import PodFacts, SnapshotMemo
 from kai.engine.model import EngineConfig, Pod, PodPhase, Snapshot, TopologyConstraint
@@ -102,6 +103,8 @@ def _changed(draw: st.DrawFn, state: Snapshot, serial: int) -> Snapshot:
             queue=draw(st.sampled_from(QUEUES)),
             preemptible=draw(st.booleans()),
             topology=draw(st.none() | st.just(TopologyConstraint("racks", "rack"))),
+            min_member=draw(st.integers(1, 2)),
+            stale_since=draw(st.none() | st.just(state.now)),
         )
     elif change == "group":
         name = f"g{draw(st.integers(0, 3))}"
@@ -156,6 +159,9 @@ def _assert_as_cold(facts: PodFacts, state: Snapshot) -> None:
     }
     assert waiting <= set(facts.members)
     assert facts.topology_constrained == any(constrained(g) for g in state.pod_groups)
+    assert facts.may_be_stale == sorted(
+        (g for g in state.pod_groups if may_be_stale(g)), key=lambda g: g.key
+    )
 
 
 @settings(max_examples=150, deadline=None)
