@@ -3,7 +3,8 @@
 Why: on a live cluster most cycles see a pod or two arrive beside thousands running,
 and every pass over all the pods (queue usage, free capacity per node, the gangs'
 members, the workload's mix, what other schedulers hold) cost 10-20 ms each at 8,000
-pods. The adapters rebuild a snapshot every cycle but keep the objects of what did not
+pods, and so did every pass over all the PodGroups (which are refused by their queue,
+scheduled or waiting; which may be stale) and copying every node's free capacity. The adapters rebuild a snapshot every cycle but keep the objects of what did not
 change (the operator's cache parses an object once per resourceVersion; `kai simulate`
 and the benchmarks replace only the pods a cycle changed), so what changed is found by
 identity: pods of the last snapshot that are not in this one have left, pods of this
@@ -188,7 +189,8 @@ class SnapshotMemo:
 
     def fragmentation(self, workload: Sequence[PodKind]) -> Fragmentation:
         """The fragmentation measure of this workload, built on what the last cycle's learnt
-        (most cycles change a kind's count or two: the sums it asked for are updated)."""
+        (most cycles change a kind's count or two: the sums it kept catch up when asked for),
+        knowing the state of each node's capacity the memo hands out."""
         last = self._measure
         measure = Fragmentation(workload) if last is None else last.reweighted(workload)
         measure.know(self._templates.values())
