@@ -11,7 +11,6 @@ pass follows this order and records it; the solver keeps it.
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
@@ -21,7 +20,7 @@ from datetime import datetime
 from kai.engine.fairshare import QueueShare
 from kai.engine.gangs import GangRequest, pod_resources
 from kai.engine.model import Pod, Queue
-from kai.engine.queue_order import allocatable_share, queue_order_key
+from kai.engine.queue_order import QueueOrderKey, QueueRanking
 from kai.engine.resources import Resources
 
 _EPOCH = datetime(1970, 1, 1).astimezone()
@@ -109,8 +108,8 @@ class OfferQueue:
         self._parent_of = {name: queue.parent for name, queue in queues.items()}
         # Each queue's (key, leaf, offer) is cached: a pop or push changes only one leaf and
         # its ancestors, so only their entries are recomputed.
-        self._cache: dict[str, tuple[object, str, Offer] | None] = {}
-        self._allocatable: dict[str, Resources] = {}  # fixed for the pass: not what is allocated
+        self._cache: dict[str, tuple[QueueOrderKey, str, Offer] | None] = {}
+        self._rankings: dict[str, QueueRanking] = {}  # fixed for the pass: not what is allocated
 
     def push(self, offer: Offer) -> None:
         leaf = offer.gang.group.queue
@@ -139,7 +138,7 @@ class OfferQueue:
             self._cache.pop(name, None)
             name = self._parent_of.get(name)
 
-    def _entry(self, name: str) -> tuple[object, str, Offer] | None:
+    def _entry(self, name: str) -> tuple[QueueOrderKey, str, Offer] | None:
         if name not in self._cache:
             waiting = self._waiting.get(name)
             head = (name, waiting[0][2]) if waiting else self._best_under(name)
@@ -147,21 +146,21 @@ class OfferQueue:
             if head is None or share is None:
                 self._cache[name] = None
             else:
-                queue = self._queues[name]
-                allocatable = self._allocatable.get(name)
-                if allocatable is None:
-                    allocatable = self._allocatable[name] = allocatable_share(share, queue)
-                current = dataclasses.replace(share, allocated=self._allocated(name))
-                key = queue_order_key(current, queue, self._size(head[1]), self._total, allocatable)
+                ranking = self._rankings.get(name)
+                if ranking is None:
+                    ranking = QueueRanking(share, self._queues[name], self._total)
+                    self._rankings[name] = ranking
+                key = ranking.key(self._allocated(name), self._size(head[1]))
                 self._cache[name] = (key, head[0], head[1])
         return self._cache[name]
 
     def _best_under(self, parent: str | None) -> tuple[str, Offer] | None:
-        candidates = [c for c in (self._entry(n) for n in self._children.get(parent, [])) if c]
-        if not candidates:
-            return None
-        _, leaf, offer = min(candidates, key=lambda c: c[0])  # type: ignore[arg-type, return-value]
-        return leaf, offer
+        best: tuple[QueueOrderKey, str, Offer] | None = None
+        for name in self._children.get(parent, ()):
+            entry = self._entry(name)
+            if entry is not None and (best is None or entry[0] < best[0]):
+                best = entry  # the first of equal keys stays, as in a sort
+        return None if best is None else (best[1], best[2])
 
 
 def ordered_gangs(

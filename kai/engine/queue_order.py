@@ -9,6 +9,7 @@ a limit means "no cap" throughout.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from fractions import Fraction
 
@@ -60,32 +61,51 @@ def dominant_resource_share(
     denominator is 0, holding anything costs allocated x 1000 instead of a division by zero.
     The result is never below 0 (victim ordering may pass negative allocations).
     """
-    dominant = ZERO
+    return _dominant(_ratios(allocatable, total), _amounts(allocated))
+
+
+Ratio = tuple[int, int]
+"""An exact rational as (numerator, denominator > 0), not normalised: the queue order is
+worked out for every attempt of a pass, and `Fraction` arithmetic (a gcd and a new object
+per step) was most of that."""
+
+
+def _amounts(resources: Resources) -> tuple[Ratio, Ratio, Ratio]:
+    gpu, cpu, memory = resources.gpu, resources.cpu, resources.memory
+    return (
+        (gpu.numerator, gpu.denominator),
+        (cpu.numerator, cpu.denominator),
+        (memory.numerator, memory.denominator),
+    )
+
+
+def _ratios(allocatable: Resources, total: Resources) -> tuple[Ratio | None, ...]:
+    """Per resource, the share's denominator (an unlimited share counts the cluster total);
+    None where it is 0, so that holding anything there costs ZERO_SHARE_PENALTY per unit."""
+    ratios: list[Ratio | None] = []
     for resource in RESOURCE_NAMES:
-        held = allocated.get(resource)
         denominator = allocatable.get(resource)
         if denominator == UNLIMITED:
             denominator = total.get(resource)
-        value = held * ZERO_SHARE_PENALTY if denominator == 0 else held / denominator
-        dominant = max(dominant, value)
-    return dominant
+        if denominator == 0:
+            ratios.append(None)
+        elif denominator > 0:
+            ratios.append((denominator.denominator, denominator.numerator))  # its inverse
+        else:
+            ratios.append((-denominator.denominator, -denominator.numerator))
+    return tuple(ratios)
 
 
-def is_over_fair_share(share: QueueShare) -> bool:
-    """Allocated strictly above fair share in every resource (KAI's "over-utilised")."""
-    return all(
-        share.allocated.get(resource) > share.fair_share.get(resource)
-        for resource in RESOURCE_NAMES
-    )
-
-
-def fits_within_deserved(share: QueueShare, queue: Queue, request: Resources) -> bool:
-    """allocated + request <= deserved in every resource; an unlimited quota always fits."""
-    return all(
-        queue.resource(resource).quota == UNLIMITED
-        or share.allocated.get(resource) + request.get(resource) <= share.deserved.get(resource)
-        for resource in RESOURCE_NAMES
-    )
+def _dominant(inverses: tuple[Ratio | None, ...], held: Sequence[Ratio]) -> Fraction:
+    best_numerator, best_denominator = 0, 1
+    for inverse, (amount, unit) in zip(inverses, held, strict=True):
+        if inverse is None:
+            numerator, denominator = amount * ZERO_SHARE_PENALTY, unit
+        else:
+            numerator, denominator = amount * inverse[0], unit * inverse[1]
+        if numerator * best_denominator > best_numerator * denominator:
+            best_numerator, best_denominator = numerator, denominator
+    return Fraction(best_numerator, best_denominator)
 
 
 def queue_order_key(
@@ -106,25 +126,84 @@ def queue_order_key(
     shares component-wise and treats shares where neither dominates as equal; a sort key
     needs a total order, so they are compared lexicographically (gpu, cpu, memory, with
     unlimited largest), which agrees with KAI whenever one share dominates the other.
-    `allocatable` is `allocatable_share(share, queue)` when the caller has it already
-    (it does not depend on what is allocated, so a pass computes it once per queue).
+    `allocatable` is `allocatable_share(share, queue)` when the caller has it already.
     """
-    if allocatable is None:
-        allocatable = allocatable_share(share, queue)
-    with_job = share.allocated + job_request
-    holds_unallowed = any(
-        allocatable.get(resource) == 0 and with_job.get(resource) > 0 for resource in RESOURCE_NAMES
-    )
-    return (
-        is_over_fair_share(share),
-        not fits_within_deserved(share, queue, job_request),
-        -queue.priority,
-        holds_unallowed,
-        dominant_resource_share(with_job, allocatable, total),
-        dominant_resource_share(share.allocated, allocatable, total),
-        tuple(
-            (value == UNLIMITED, ZERO if value == UNLIMITED else value)
-            for _, value in allocatable.items()
-        ),
-        creation_order(queue),
-    )
+    return QueueRanking(share, queue, total, allocatable).key(share.allocated, job_request)
+
+
+class QueueRanking:
+    """One queue's order key with what a pass does not change worked out once.
+
+    Within a pass a queue's deserved and fair share, its allocatable share and its place
+    among equals stay fixed; only what it holds and the size of its next job change, and
+    the key is asked for at every attempt of the pass.
+    """
+
+    __slots__ = ("_held", "_inverses", "_priority", "_tail", "_terms")
+
+    def __init__(
+        self,
+        share: QueueShare,
+        queue: Queue,
+        total: Resources,
+        allocatable: Resources | None = None,
+    ) -> None:
+        if allocatable is None:
+            allocatable = allocatable_share(share, queue)
+        # Per resource: its fair share, its deserved (None under an unlimited quota) and
+        # whether its allocatable share is 0.
+        self._terms = tuple(
+            (
+                fair,
+                None if queue.resource(resource).quota == UNLIMITED else deserved,
+                allocatable.get(resource) == 0,
+            )
+            for resource, fair, deserved in zip(
+                RESOURCE_NAMES, _amounts(share.fair_share), _amounts(share.deserved), strict=True
+            )
+        )
+        self._inverses = _ratios(allocatable, total)
+        self._priority = -queue.priority
+        self._tail = (
+            tuple(
+                (value == UNLIMITED, ZERO if value == UNLIMITED else value)
+                for _, value in allocatable.items()
+            ),
+            creation_order(queue),
+        )
+        # The DRS without the job, for the last `allocated` asked about: it changes only
+        # when the queue is given something, while the next job changes at every attempt.
+        self._held: tuple[Resources, Fraction] | None = None
+
+    def key(self, allocated: Resources, job_request: Resources) -> QueueOrderKey:
+        """The queue's order key while it holds `allocated` and its next job asks `job_request`."""
+        over_fair_share, exceeds_deserved, holds_unallowed = True, False, False
+        with_job: list[Ratio] = []
+        for value, extra, (fair, deserved, unallowed) in zip(
+            (allocated.gpu, allocated.cpu, allocated.memory),
+            (job_request.gpu, job_request.cpu, job_request.memory),
+            self._terms,
+            strict=True,
+        ):
+            numerator, denominator = value.numerator, value.denominator
+            if over_fair_share and numerator * fair[1] <= fair[0] * denominator:
+                over_fair_share = False
+            numerator = numerator * extra.denominator + extra.numerator * denominator
+            denominator *= extra.denominator
+            if deserved is not None and numerator * deserved[1] > deserved[0] * denominator:
+                exceeds_deserved = True
+            if unallowed and numerator > 0:
+                holds_unallowed = True
+            with_job.append((numerator, denominator))
+        held = self._held
+        if held is None or held[0] is not allocated:
+            held = self._held = (allocated, _dominant(self._inverses, _amounts(allocated)))
+        return (
+            over_fair_share,
+            exceeds_deserved,
+            self._priority,
+            holds_unallowed,
+            _dominant(self._inverses, with_job),
+            held[1],
+            *self._tail,
+        )

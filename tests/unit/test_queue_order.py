@@ -10,13 +10,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from fractions import Fraction
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from kai.engine.fairshare import QueueShare
 from kai.engine.model import UNLIMITED, Queue, QueueResource
 from kai.engine.queue_order import (
     allocatable_share,
     dominant_resource_share,
-    fits_within_deserved,
-    is_over_fair_share,
     queue_order_key,
 )
 from kai.engine.resources import Resources
@@ -113,10 +114,19 @@ def test_drs_is_never_negative() -> None:
 # --- predicates -----------------------------------------------------------------------------
 
 
+def is_over_fair_share(holding: QueueShare) -> bool:
+    return queue_order_key(holding, queue(), NO_JOB, TOTAL)[0]
+
+
+def fits_within_deserved(holding: QueueShare, of: Queue, request: Resources) -> bool:
+    return not queue_order_key(holding, of, request, TOTAL)[1]
+
+
 def test_over_fair_share_means_strictly_over_in_every_resource() -> None:
     fair = Resources.of(gpu=2, cpu=2, memory=2)
     assert is_over_fair_share(share(fair=fair, allocated=Resources.of(gpu=3, cpu=3, memory=3)))
     assert not is_over_fair_share(share(fair=fair, allocated=Resources.of(gpu=3, cpu=3, memory=2)))
+    assert not is_over_fair_share(share(fair=fair, allocated=Resources.of(gpu=2, cpu=3, memory=3)))
 
 
 def test_within_deserved_is_exact_for_fractional_gpus() -> None:
@@ -225,3 +235,65 @@ def test_rule_8_the_older_queue_goes_first_then_the_name_decides() -> None:
         == "old"
     )
     assert first((share(), queue("b", day=1), NO_JOB), (share(), queue("a", day=1), NO_JOB)) == "a"
+
+
+# --- the key's integer arithmetic against the rules in Fractions ------------------------------
+
+_amount = st.one_of(
+    st.integers(-4, 40).map(Fraction),
+    st.fractions(min_value=-4, max_value=40, max_denominator=12),
+)
+_share_amount = st.one_of(st.just(Fraction(UNLIMITED)), st.integers(0, 40).map(Fraction), _amount)
+_resources = st.builds(Resources, _amount, _amount, _amount)
+_share_resources = st.builds(Resources, _share_amount, _share_amount, _share_amount)
+
+
+def _ratio(held: Fraction, allowed: Fraction, total: Fraction) -> Fraction:
+    denominator = total if allowed == UNLIMITED else allowed
+    return held * 1000 if denominator == 0 else held / denominator
+
+
+def _reference_key(holding: QueueShare, of: Queue, job: Resources) -> tuple[object, ...]:
+    """KAI's comparison restated term by term in Fractions, the way §10.6 reads."""
+    allocatable = allocatable_share(holding, of)
+    with_job = holding.allocated + job
+    names = ("gpu", "cpu", "memory")
+    return (
+        all(holding.allocated.get(r) > holding.fair_share.get(r) for r in names),
+        any(
+            of.resource(r).quota != UNLIMITED and with_job.get(r) > holding.deserved.get(r)
+            for r in names
+        ),
+        -of.priority,
+        any(allocatable.get(r) == 0 and with_job.get(r) > 0 for r in names),
+        max(
+            [Fraction(0)]
+            + [_ratio(with_job.get(r), allocatable.get(r), TOTAL.get(r)) for r in names]
+        ),
+        max(
+            [Fraction(0)]
+            + [_ratio(holding.allocated.get(r), allocatable.get(r), TOTAL.get(r)) for r in names]
+        ),
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    deserved=_share_resources,
+    fair=_share_resources,
+    limit=_share_resources,
+    allocated=_resources,
+    job=_resources,
+    unlimited_quota=st.booleans(),
+)
+def test_the_key_is_the_rules_computed_exactly(
+    deserved: Resources,
+    fair: Resources,
+    limit: Resources,
+    allocated: Resources,
+    job: Resources,
+    unlimited_quota: bool,
+) -> None:
+    holding = share(deserved=deserved, fair=fair, allocated=allocated, limit=limit)
+    of = queue(gpu_quota=UNLIMITED if unlimited_quota else 0)
+    assert queue_order_key(holding, of, job, TOTAL)[:6] == _reference_key(holding, of, job)
