@@ -18,6 +18,8 @@ from kai.engine.resources import RESOURCE_NAMES, ResourceName, Resources
 OVER_LIMIT = "OverLimit"
 NON_PREEMPTIBLE_OVER_QUOTA = "NonPreemptibleOverQuota"
 
+_NOTHING = Resources()
+
 _UNITS: dict[ResourceName, str] = {"gpu": "GPUs", "cpu": "millicores", "memory": "bytes"}
 
 
@@ -46,7 +48,7 @@ class Cap:
         return self.bound - self.used
 
     def applies_to(self, preemptible: bool) -> bool:
-        return self.reason == OVER_LIMIT or not preemptible
+        return _applies(self.reason, preemptible)
 
     def refusal(self, need: Fraction) -> Refusal:
         name, queue = self.resource, self.queue.name
@@ -62,6 +64,11 @@ class Cap:
             f"deserved {describe_amount(name, self.bound)}, non-preemptible allocated "
             f"{describe_amount(name, self.used)}, this gang needs {describe_amount(name, need)}",
         )
+
+
+def _applies(reason: str, preemptible: bool) -> bool:
+    """A limit caps every pod; the deserved quota caps non-preemptible pods only."""
+    return reason == OVER_LIMIT or not preemptible
 
 
 def describe_amount(name: ResourceName, value: Fraction) -> str:
@@ -81,10 +88,15 @@ class QueueBudget:
         self._queues = queues
         self.allocated: dict[str, Resources] = dict(allocated)
         self.allocated_np: dict[str, Resources] = dict(allocated_non_preemptible)
+        # What depends on the queues only, asked at every attempt of a pass: shared by copies.
+        self._ancestries: dict[str, list[Queue]] = {}
+        self._bounds: dict[str, list[tuple[ResourceName, str, Fraction]]] = {}
 
     def copy(self) -> QueueBudget:
         """An independent ledger starting from this one's allocations."""
-        return QueueBudget(self._queues, self.allocated, self.allocated_np)
+        ledger = QueueBudget(self._queues, self.allocated, self.allocated_np)
+        ledger._ancestries, ledger._bounds = self._ancestries, self._bounds
+        return ledger
 
     def counting(self, releasing: Mapping[str, Resources]) -> QueueBudget:
         """A ledger whose limits also count what each leaf queue's pods being deleted hold.
@@ -104,26 +116,20 @@ class QueueBudget:
 
     def ancestry(self, leaf: str) -> list[Queue]:
         """The leaf and its ancestors, leaf first."""
-        chain: list[Queue] = []
-        name: str | None = leaf
-        while name is not None and name in self._queues and len(chain) <= len(self._queues):
-            queue = self._queues[name]
-            chain.append(queue)
-            name = queue.parent
+        chain = self._ancestries.get(leaf)
+        if chain is None:
+            chain = self._ancestries[leaf] = []
+            name: str | None = leaf
+            while name is not None and name in self._queues and len(chain) <= len(self._queues):
+                queue = self._queues[name]
+                chain.append(queue)
+                name = queue.parent
         return chain
 
     def caps(self, queue: Queue) -> Iterator[Cap]:
         """Every finite cap on `queue` with what counts against it now: limits, then quotas."""
-        used = self.allocated.get(queue.name, Resources())
-        for name in RESOURCE_NAMES:
-            limit = queue.resource(name).limit
-            if limit != UNLIMITED:
-                yield Cap(queue, name, OVER_LIMIT, limit, used.get(name))
-        used_np = self.allocated_np.get(queue.name, Resources())
-        for name in RESOURCE_NAMES:
-            quota = queue.resource(name).quota
-            if quota != UNLIMITED:
-                yield Cap(queue, name, NON_PREEMPTIBLE_OVER_QUOTA, quota, used_np.get(name))
+        for resource, reason, bound in self._finite_bounds(queue):
+            yield Cap(queue, resource, reason, bound, self._used(queue, reason).get(resource))
 
     def check(
         self, leaf: str, request: Resources, preemptible: bool, only: str | None = None
@@ -131,13 +137,34 @@ class QueueBudget:
         """The first cap the request would break, at the leaf or an ancestor; `only` limits
         the check to one reason (preempting may free room under a limit, never quota)."""
         for queue in self.ancestry(leaf):
-            for cap in self.caps(queue):
-                if only is not None and cap.reason != only:
+            for resource, reason, bound in self._finite_bounds(queue):
+                if (only is not None and reason != only) or not _applies(reason, preemptible):
                     continue
-                need = request.get(cap.resource)
-                if need and cap.applies_to(preemptible) and need > cap.room:
-                    return cap.refusal(need)
+                need = request.get(resource)
+                used = self._used(queue, reason).get(resource)
+                if need and need > bound - used:
+                    return Cap(queue, resource, reason, bound, used).refusal(need)
         return None
+
+    def _finite_bounds(self, queue: Queue) -> list[tuple[ResourceName, str, Fraction]]:
+        """The queue's finite limits, then its finite quotas, as (resource, reason, bound)."""
+        bounds = self._bounds.get(queue.name)
+        if bounds is None:
+            bounds = self._bounds[queue.name] = [
+                (name, OVER_LIMIT, queue.resource(name).limit)
+                for name in RESOURCE_NAMES
+                if queue.resource(name).limit != UNLIMITED
+            ] + [
+                (name, NON_PREEMPTIBLE_OVER_QUOTA, queue.resource(name).quota)
+                for name in RESOURCE_NAMES
+                if queue.resource(name).quota != UNLIMITED
+            ]
+        return bounds
+
+    def _used(self, queue: Queue, reason: str) -> Resources:
+        """What counts against a cap of this reason: all allocation, or non-preemptible only."""
+        held = self.allocated if reason == OVER_LIMIT else self.allocated_np
+        return held.get(queue.name, _NOTHING)
 
     def add(self, leaf: str, request: Resources, preemptible: bool) -> None:
         for queue in self.ancestry(leaf):
