@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import heapq
 from collections.abc import Callable, Iterator, Mapping
 from typing import cast
 
@@ -36,7 +37,9 @@ class NodeIndex:
         self._buckets: list[list[str]] = [[] for _ in range(self._max_gpus + 1)]
         for name in sorted(self.capacity):
             self._buckets[max(0, self.capacity[name].whole_gpus)].append(name)
-        self._sharing = sorted(name for name, cap in self.capacity.items() if cap.shared)
+        # Shared devices by their free memory, per device size, for fractions under
+        # bin-packing: built at the first one, then kept as nodes change.
+        self._rooms: dict[int, list[tuple[int, str]]] | None = None
         # Checkpoints nest (a topology search tries a sub-group's domains inside a group's):
         # each holds the nodes' capacity as it was when that checkpoint began.
         self._saved: list[dict[str, NodeCapacity]] = []
@@ -160,18 +163,29 @@ class NodeIndex:
         if not names:
             del states[state]
 
-    def _sharing_candidates(self, pod: Pod) -> list[str]:
-        # Nodes whose shared devices have room win (KAI's gpusharingorder), fullest device first.
-        scored: list[tuple[int, str]] = []
-        for name in self._sharing:
-            cap = self.capacity[name]
-            need = pod.gpu.memory_on(cap.node.gpu_memory_mib)
-            free = [cap.node.gpu_memory_mib - used - need for used in cap.shared.values()]
-            room = [f for f in free if f >= 0]
-            if room:
-                scored.append((min(room), name))
-        scored.sort()
-        return [name for _, name in scored]
+    def _sharing_candidates(self, pod: Pod) -> Iterator[str]:
+        """Nodes whose shared devices have room win (KAI's gpusharingorder): by the least
+        memory a device would have left with the pod on it, then by name."""
+        rooms = self._device_rooms()
+        streams = [
+            _leftovers(devices, pod.gpu.memory_on(memory)) for memory, devices in rooms.items()
+        ]
+        seen: set[str] = set()
+        for _, name in heapq.merge(*streams):
+            if name not in seen:  # a node's first device in this order is its tightest
+                seen.add(name)
+                yield name
+
+    def _device_rooms(self) -> dict[int, list[tuple[int, str]]]:
+        if self._rooms is None:
+            rooms: dict[int, list[tuple[int, str]]] = {}
+            for name, cap in self.capacity.items():
+                for free in _free_shared(cap):
+                    rooms.setdefault(cap.node.gpu_memory_mib, []).append((free, name))
+            for devices in rooms.values():
+                devices.sort()
+            self._rooms = rooms
+        return self._rooms
 
     def _writable(self, name: str) -> NodeCapacity:
         if name in self._written:
@@ -190,7 +204,11 @@ class NodeIndex:
     def _move(self, name: str, change: Callable[[NodeCapacity], None]) -> None:
         cap = self._writable(name)
         old_level = max(0, cap.whole_gpus)
-        had_shared = bool(cap.shared)
+        rooms = self._rooms
+        devices = rooms.setdefault(cap.node.gpu_memory_mib, []) if rooms is not None else None
+        if devices is not None:
+            for free in _free_shared(cap):
+                del devices[bisect.bisect_left(devices, (free, name))]
         states, fragmentation = self._states, self._fragmentation
         if states is not None:
             self._leave_state(name, states)
@@ -201,14 +219,25 @@ class NodeIndex:
         if new_level != old_level:
             self._buckets[old_level].remove(name)
             bisect.insort(self._buckets[new_level], name)
-        if bool(cap.shared) != had_shared:
-            if cap.shared:
-                bisect.insort(self._sharing, name)
-            else:
-                self._sharing.remove(name)
+        if devices is not None:
+            for free in _free_shared(cap):
+                bisect.insort(devices, (free, name))
 
 
 _UNKNOWN = object()
+
+
+def _free_shared(cap: NodeCapacity) -> Iterator[int]:
+    """The MiB still free on each of the node's shared devices."""
+    memory = cap.node.gpu_memory_mib
+    return (memory - used for used in cap.shared.values())
+
+
+def _leftovers(devices: list[tuple[int, str]], need: int) -> Iterator[tuple[int, str]]:
+    """(MiB a device would have left, node) for the devices with room for `need`, in order."""
+    for position in range(bisect.bisect_left(devices, (need, "")), len(devices)):
+        free, name = devices[position]
+        yield free - need, name
 
 
 def _restore(cap: NodeCapacity, saved: NodeCapacity) -> None:
