@@ -50,7 +50,12 @@ def explain_pending(
     refusal = budget_after.check(group.queue, request, group.preemptible)
     if refusal is not None:
         return Refusal(refusal.reason, refusal.message + " after this cycle's other placements")
+    asked: set[tuple[object, ...]] = set()
     for pod in gang.core:
+        ask = (pod.request, pod.gpu, pod.placement)
+        if ask in asked:  # a gang's replicas ask alike: each ask is checked once, node by node
+            continue
+        asked.add(ask)
         reasons = _node_rejections(pod, capacity_before, nodes)
         if reasons is not None:
             return Refusal(UNSCHEDULABLE, f"pod {pod.key} fits no node: {reasons}")
