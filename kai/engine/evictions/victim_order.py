@@ -87,6 +87,9 @@ class VictimOrder:
         self._age_rank = {option.gang.key: rank for rank, option in enumerate(newest)}
         self._leaves: dict[str, list[tuple[tuple[int, int, int], str]]] = {}
         self._remaining: dict[str, tuple[Pod, ...]] = {}
+        # What each gang's remaining pods hold, kept as pods are taken: the queue order asks
+        # for the next victim job's at every re-rank, and a large gang's sum was most of it.
+        self._remaining_usage: dict[str, Resources] = {}
         self._taken_pods: dict[str, set[str]] = {}
         self._by_key = {option.gang.key: option for option in self._options}
         for option in self._options:
@@ -180,6 +183,8 @@ class VictimOrder:
                 gone = {pod.key for pod in pods}
                 self._remaining[key] = tuple(p for p in self._remaining[key] if p.key not in gone)
                 amount = sum((self._state.usage[pod.key] for pod in pods), Resources())
+                if key in self._remaining_usage:
+                    self._remaining_usage[key] -= amount
                 name: str | None = leaf
                 while name is not None:
                     self._taken[name] = self._taken.get(name, Resources()) + amount
@@ -316,4 +321,8 @@ class VictimOrder:
         if leaf is None or not self._leaves.get(leaf):
             return Resources()
         key = self._leaves[leaf][0][1]
-        return sum((self._state.usage[pod.key] for pod in self._remaining[key]), Resources())
+        usage = self._remaining_usage.get(key)
+        if usage is None:
+            usage = sum((self._state.usage[pod.key] for pod in self._remaining[key]), Resources())
+            self._remaining_usage[key] = usage
+        return usage
