@@ -40,10 +40,16 @@ class Resources:
             yield name, self.get(name)
 
     def __add__(self, other: Resources) -> Resources:
-        return Resources(self.gpu + other.gpu, self.cpu + other.cpu, self.memory + other.memory)
+        return Resources(
+            _plus(self.gpu, other.gpu), _plus(self.cpu, other.cpu), _plus(self.memory, other.memory)
+        )
 
     def __sub__(self, other: Resources) -> Resources:
-        return Resources(self.gpu - other.gpu, self.cpu - other.cpu, self.memory - other.memory)
+        return Resources(
+            _minus(self.gpu, other.gpu),
+            _minus(self.cpu, other.cpu),
+            _minus(self.memory, other.memory),
+        )
 
     def scaled(self, factor: int | Fraction) -> Resources:
         return Resources(self.gpu * factor, self.cpu * factor, self.memory * factor)
@@ -58,6 +64,20 @@ class Resources:
     def to_json(self) -> dict[str, float | int]:
         """Output units of the `kai simulate` contract: gpu may be fractional, cpu and memory whole."""
         return {"gpu": _gpu_number(self.gpu), "cpu": int(self.cpu), "memory": int(self.memory)}
+
+
+def _plus(a: Fraction, b: Fraction) -> Fraction:
+    """a + b, with whole numbers (nearly every amount) added as ints: `Fraction.__add__`
+    dispatches and normalises in Python, and sums of Resources were a sixth of a cycle."""
+    if a.denominator == 1 == b.denominator:
+        return Fraction(a.numerator + b.numerator)
+    return a + b
+
+
+def _minus(a: Fraction, b: Fraction) -> Fraction:
+    if a.denominator == 1 == b.denominator:
+        return Fraction(a.numerator - b.numerator)
+    return a - b
 
 
 class ResourceSum:

@@ -29,3 +29,16 @@ def test_thirds_make_a_whole() -> None:
     for _ in range(3):
         total.add(Resources(Fraction(1, 3), Fraction(1000), Fraction(1, 2)))
     assert total.total() == Resources(Fraction(1), Fraction(3000), Fraction(3, 2))
+
+
+@given(st.tuples(amounts, amounts, amounts), st.tuples(amounts, amounts, amounts))
+def test_adding_and_subtracting_are_exact_per_resource(
+    left: tuple[Fraction, Fraction, Fraction], right: tuple[Fraction, Fraction, Fraction]
+) -> None:
+    a, b = Resources(*left), Resources(*right)
+    assert (a + b).gpu == left[0] + right[0]
+    assert (a + b).cpu == left[1] + right[1]
+    assert (a + b).memory == left[2] + right[2]
+    assert a - b == Resources(*(x - y for x, y in zip(left, right, strict=True)))
+    sums = (a + b, a - b)
+    assert all(type(value) is Fraction for total in sums for _, value in total.items())
