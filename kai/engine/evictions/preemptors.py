@@ -28,5 +28,7 @@ class Preemptor:
     @classmethod
     def of(cls, gang: GangRequest, memory_mib: int) -> Preemptor:
         """The gang core, or (for a gang already at its minimum) its next elastic pod."""
-        pods = gang.core or gang.elastic[:1]
+        if gang.core:  # the gang keeps its core's sum: a cycle asks for it many times
+            return cls(gang, gang.core, gang.core_request(memory_mib))
+        pods = gang.elastic[:1]
         return cls(gang, pods, sum((pod_resources(p, memory_mib) for p in pods), Resources()))
