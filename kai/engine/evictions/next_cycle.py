@@ -77,17 +77,21 @@ def undone_next_cycle(state: EvictionState, preemptor: Preemptor, scenario: Scen
     )
     preemptor_pods = [pod.key for pod in preemptor.pods]
     victim_pods = [pod.key for pods in victims.values() for pod in pods]
+    untried = set(victims)  # victim gangs not yet offered room
     tried = False
 
     def settled(offer: Offer, outcome: AllocationOutcome) -> bool:
         """Stop once the answer is known: the preemptor placed (not undone), or its offer
-        failed (its only one: a failed attempt is not pushed back) and a victim placed."""
+        failed (its only one: a failed attempt is not pushed back) and either a victim is
+        placed or every victim has failed its own only attempt (none can be placed later)."""
         nonlocal tried
         placed = outcome.placements
         if any(key in placed for key in preemptor_pods):
             return True
-        tried = tried or offer.gang.key == preemptor.key
-        return tried and any(key in placed for key in victim_pods)
+        key = offer.gang.key
+        tried = tried or key == preemptor.key
+        untried.discard(key)
+        return tried and (not untried or any(key in placed for key in victim_pods))
 
     outcome = allocate_in_kai_order(gangs, future, ledger, order, settled)
     placed = outcome.placements
