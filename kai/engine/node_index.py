@@ -129,7 +129,12 @@ class NodeIndex:
         for state, names in states.items():
             growth = known.get(state, _UNKNOWN)
             if growth is _UNKNOWN:
-                growth = fragmentation.growth(self.capacity[names[0]], pod, state, shape)
+                cap = self.capacity[names[0]]
+                # Most states cannot hold the pod at all (too few idle GPUs, cores or
+                # memory): found out here, the measure is not worked out for them.
+                if not cap.fits_base(pod):
+                    continue
+                growth = fragmentation.growth(cap, pod, state, shape)
             if growth is not None:
                 growth = cast(Growth, growth)
                 ranked.append((growth.rank, self.capacity[names[0]].whole_gpus, names[0], state))
