@@ -49,6 +49,9 @@ class NodeIndex:
         self._fragmentation = fragmentation or None
         self._state_of: dict[str, int] = {}  # node -> the number of its state
         self._states: dict[int, list[str]] | None = None  # state number -> its nodes, by name
+        # Idle whole GPUs -> the states with that many (a state fixes them): a pod asking
+        # for n looks only at states with n or more, most of a busy cluster's states fewer.
+        self._by_level: dict[int, set[int]] = {}
 
     # -- checkpoints ---------------------------------------------------------------------
     def begin(self) -> None:
@@ -126,19 +129,23 @@ class NodeIndex:
         ranked: list[tuple[int, int, str, int]] = []
         shape = shape_of(pod)
         known = fragmentation.growths(shape)  # read directly: this loop runs per pod per state
-        for state, names in states.items():
-            growth = known.get(state, _UNKNOWN)
-            if growth is _UNKNOWN:
-                cap = self.capacity[names[0]]
-                # Most states cannot hold the pod at all (too few idle GPUs, cores or
-                # memory): found out here, the measure is not worked out for them.
-                if not cap.fits_base(pod):
-                    continue
-                growth = fragmentation.growth(cap, pod, state, shape)
-            if growth is not None:
-                growth = cast(Growth, growth)
-                ranked.append((growth.rank, self.capacity[names[0]].whole_gpus, names[0], state))
-        ranked.sort()
+        for level, numbers in self._by_level.items():
+            if level < pod.gpu.whole:
+                continue
+            for state in numbers:
+                names = states[state]
+                growth = known.get(state, _UNKNOWN)
+                if growth is _UNKNOWN:
+                    cap = self.capacity[names[0]]
+                    # Many states cannot hold the pod at all (too few cores or memory):
+                    # found out here, the measure is not worked out for them.
+                    if not cap.fits_base(pod):
+                        continue
+                    growth = fragmentation.growth(cap, pod, state, shape)
+                if growth is not None:
+                    growth = cast(Growth, growth)
+                    ranked.append((growth.rank, level, names[0], state))
+        ranked.sort()  # a total order (the state breaks ties): the walk's order does not matter
         for *_, state in ranked:
             for name in states[state]:
                 if eligible(name):
@@ -149,24 +156,29 @@ class NodeIndex:
         if self._states is None:
             states: dict[int, list[str]] = {}
             for name in sorted(self.capacity):  # by name: each state's list stays sorted
-                state = self._state_of[name] = fragmentation.state_number(self.capacity[name])
+                cap = self.capacity[name]
+                state = self._state_of[name] = fragmentation.state_number(cap)
                 states.setdefault(state, []).append(name)
+                self._by_level.setdefault(max(0, cap.whole_gpus), set()).add(state)
             self._states = states
         return self._states
 
     def _enter_state(
         self, name: str, fragmentation: Fragmentation, states: dict[int, list[str]]
     ) -> None:
-        state = fragmentation.state_number(self.capacity[name])
+        cap = self.capacity[name]
+        state = fragmentation.state_number(cap)
         self._state_of[name] = state
         bisect.insort(states.setdefault(state, []), name)
+        self._by_level.setdefault(max(0, cap.whole_gpus), set()).add(state)
 
     def _leave_state(self, name: str, states: dict[int, list[str]]) -> None:
         state = self._state_of.pop(name)
         names = states[state]
         names.remove(name)
-        if not names:
+        if not names:  # called before the node changes: its capacity still has the state's level
             del states[state]
+            self._by_level[max(0, self.capacity[name].whole_gpus)].discard(state)
 
     def _sharing_candidates(self, pod: Pod) -> Iterator[str]:
         """Nodes whose shared devices have room win (KAI's gpusharingorder): by the least
