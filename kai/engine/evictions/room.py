@@ -91,9 +91,16 @@ def seat_all(
     Every node looked at is charged to `meter`.
     """
     spread = strategy is PlacementStrategy.SPREAD
-    order = sorted(_rank(room[name], name, spread) for name in set(nodes))
+    names = set(nodes)
+    # A node with fewer idle GPUs than the smallest whole ask is never taken (packing starts
+    # at the pod's ask, spreading stops there, and seating only lowers a node's count), so
+    # it is looked at but not ranked: on a busy cluster that is most of them.
+    least = min((pod.gpu.whole for pod in pods), default=0)
+    order = sorted(
+        (_rank(cap, name, spread) for name in names if (cap := room[name]).whole_gpus >= least)
+    )
     seats: list[Seat] = []
-    visited = len(order)
+    visited = len(names)
     for pod in sorted(pods, key=_size_order):
         eligible = eligible_for(pod)
         start = 0 if spread else bisect.bisect_left(order, (pod.gpu.whole, ""))
