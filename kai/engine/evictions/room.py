@@ -97,7 +97,7 @@ def seat_all(
     # it is looked at but not ranked: on a busy cluster that is most of them.
     least = min((pod.gpu.whole for pod in pods), default=0)
     order = sorted(
-        (_rank(cap, name, spread) for name in names if (cap := room[name]).whole_gpus >= least)
+        _rank(cap, name, spread) for name in names if (cap := room[name]).whole_gpus >= least
     )
     seats: list[Seat] = []
     visited = len(names)
