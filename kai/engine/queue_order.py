@@ -21,13 +21,53 @@ from kai.engine.resources import RESOURCE_NAMES, ZERO, Resources, with_value
 ZERO_SHARE_PENALTY = 1000
 """KAI's dominant-share multiplier for a resource a queue holds but may not have."""
 
+
+
+class ShareRatio:
+    """An exact rational (denominator > 0), compared by cross-multiplying.
+
+    The queue order compares dominant shares at every attempt of every pass; `Fraction`
+    reduces by a gcd at each construction and compares through the numeric tower, which
+    was a sixth of the eviction actions' look at the next cycle. Equal to a `Fraction` or
+    an int of the same value.
+    """
+
+    __slots__ = ("denominator", "numerator")
+
+    def __init__(self, numerator: int, denominator: int) -> None:
+        self.numerator, self.denominator = numerator, denominator
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ShareRatio | Fraction | int):
+            return NotImplemented
+        return self.numerator * other.denominator == other.numerator * self.denominator
+
+    def __lt__(self, other: ShareRatio | Fraction | int) -> bool:
+        return self.numerator * other.denominator < other.numerator * self.denominator
+
+    def __le__(self, other: ShareRatio | Fraction | int) -> bool:
+        return self.numerator * other.denominator <= other.numerator * self.denominator
+
+    def __gt__(self, other: ShareRatio | Fraction | int) -> bool:
+        return self.numerator * other.denominator > other.numerator * self.denominator
+
+    def __ge__(self, other: ShareRatio | Fraction | int) -> bool:
+        return self.numerator * other.denominator >= other.numerator * self.denominator
+
+    def __hash__(self) -> int:
+        return hash(Fraction(self.numerator, self.denominator))
+
+    def __repr__(self) -> str:
+        return f"ShareRatio({self.numerator}, {self.denominator})"
+
+
 QueueOrderKey = tuple[
     bool,
     bool,
     int,
     bool,
-    Fraction,
-    Fraction,
+    ShareRatio,
+    ShareRatio,
     tuple[tuple[bool, Fraction], ...],
     tuple[bool, datetime, str],
 ]
@@ -54,7 +94,7 @@ def allocatable_share(share: QueueShare, queue: Queue) -> Resources:
 
 def dominant_resource_share(
     allocated: Resources, allocatable: Resources, total: Resources
-) -> Fraction:
+) -> ShareRatio:
     """max over resources of allocated / allocatable (DRS).
 
     An unlimited allocatable share is measured against the cluster total; where the
@@ -96,7 +136,7 @@ def _ratios(allocatable: Resources, total: Resources) -> tuple[Ratio | None, ...
     return tuple(ratios)
 
 
-def _dominant(inverses: tuple[Ratio | None, ...], held: Sequence[Ratio]) -> Fraction:
+def _dominant(inverses: tuple[Ratio | None, ...], held: Sequence[Ratio]) -> ShareRatio:
     best_numerator, best_denominator = 0, 1
     for inverse, (amount, unit) in zip(inverses, held, strict=True):
         if inverse is None:
@@ -105,7 +145,7 @@ def _dominant(inverses: tuple[Ratio | None, ...], held: Sequence[Ratio]) -> Frac
             numerator, denominator = amount * inverse[0], unit * inverse[1]
         if numerator * best_denominator > best_numerator * denominator:
             best_numerator, best_denominator = numerator, denominator
-    return Fraction(best_numerator, best_denominator)
+    return ShareRatio(best_numerator, best_denominator)
 
 
 def queue_order_key(
@@ -173,7 +213,7 @@ class QueueRanking:
         )
         # The DRS without the job, for the last `allocated` asked about: it changes only
         # when the queue is given something, while the next job changes at every attempt.
-        self._held: tuple[Resources, Fraction] | None = None
+        self._held: tuple[Resources, ShareRatio] | None = None
 
     def key(self, allocated: Resources, job_request: Resources) -> QueueOrderKey:
         """The queue's order key while it holds `allocated` and its next job asks `job_request`."""

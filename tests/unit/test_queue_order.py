@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from kai.engine.fairshare import QueueShare
 from kai.engine.model import UNLIMITED, Queue, QueueResource
 from kai.engine.queue_order import (
+    ShareRatio,
     allocatable_share,
     dominant_resource_share,
     queue_order_key,
@@ -297,3 +298,26 @@ def test_the_key_is_the_rules_computed_exactly(
     holding = share(deserved=deserved, fair=fair, allocated=allocated, limit=limit)
     of = queue(gpu_quota=UNLIMITED if unlimited_quota else 0)
     assert queue_order_key(holding, of, job, TOTAL)[:6] == _reference_key(holding, of, job)
+
+
+_ratios = st.tuples(st.integers(-(10**12), 10**12), st.integers(1, 10**9))
+
+
+@settings(max_examples=400, deadline=None)
+@given(left=_ratios, right=_ratios)
+def test_a_share_ratio_orders_and_equals_as_the_fraction_of_the_same_value(
+    left: tuple[int, int], right: tuple[int, int]
+) -> None:
+    # Unreduced on purpose: the queue order builds them without a gcd.
+    a, b = ShareRatio(*left), ShareRatio(*right)
+    exact_a, exact_b = Fraction(*left), Fraction(*right)
+    assert (a < b, a <= b, a == b, a >= b, a > b) == (
+        exact_a < exact_b,
+        exact_a <= exact_b,
+        exact_a == exact_b,
+        exact_a >= exact_b,
+        exact_a > exact_b,
+    )
+    assert a == exact_a and exact_a == a
+    assert hash(a) == hash(exact_a)  # equal values hash alike, whatever their form
+    assert (ShareRatio(left[0] * left[1], left[1]) == left[0]) and ShareRatio(3, 1) != 2
