@@ -21,7 +21,7 @@ from kai.engine.eligibility import EligibilityIndex
 from kai.engine.evictions.actions import PIPELINED, EvictionReport, run_evictions
 from kai.engine.evictions.decisions import Eviction, GroupStamps, PipelinedPod
 from kai.engine.evictions.state import EvictionInputs, SnapshotIndex
-from kai.engine.explain import explain_incomplete, explain_pending
+from kai.engine.explain import PendingExplainer, explain_incomplete
 from kai.engine.fairshare import QueueShare, compute_fair_shares
 from kai.engine.fragmentation import Fragmentation
 from kai.engine.gangs import GangRequest, build_gang_requests, pod_resources
@@ -185,19 +185,14 @@ def run_cycle(
     for placement in chosen.placements.values():
         group = groups[placement.pod.group]
         final_budget.add(group.queue, pod_resources(placement.pod, memory_mib), group.preemptible)
+    explainer = PendingExplainer(
+        final_budget, capacity, lambda: leftover.index(chosen).capacity, nodes, memory_mib
+    )
     for request in placeable:
         if request.key in admitted or not request.core or request.growth:
             decisions[request.key] = GroupDecision(request.key, request.group.queue, True, None, "")
         else:
-            refusal = explain_pending(
-                request,
-                final_budget,
-                capacity,
-                leftover.index(chosen).capacity,  # built once, for the first pending gang
-                nodes,
-                memory_mib,
-                known=chosen.refusals.get(request.key),
-            )
+            refusal = explainer.explain(request, known=chosen.refusals.get(request.key))
             decisions[request.key] = _pending(request.group, refusal)
     bindings = tuple(
         Binding(
