@@ -30,13 +30,16 @@ from kai.engine.group_decision import GroupDecision
 from kai.engine.memo import SnapshotMemo
 from kai.engine.model import EngineConfig, PlacementStrategy, PodGroup, Snapshot
 from kai.engine.node_index import NodeIndex
-from kai.engine.solver.optimize import optimize
+from kai.engine.solver.optimize import gpu_upper_bound, optimize
 from kai.engine.topology import TopologyIndex
 from kai.engine.validator import ProposedBinding, validate, validate_after_evictions
 
 LONE_POD = "lone-pod"
 """The solver's status when the cycle offers a single pod: the greedy pass's answer is the
 best there is (its bound), so the model is not built."""
+NO_ANSWER = "no-answer"
+"""The solver's status when it ran and found no answer in its time, not even the greedy one
+it was given as a hint (at 5,000 nodes its presolve takes the first stage's whole budget)."""
 
 
 class EngineInvariantError(RuntimeError):
@@ -171,7 +174,10 @@ def run_cycle(
             run_greedy,
             topology,
         )
-        if optimized is not None:
+        if optimized is None:  # the solver found no answer at all within its time
+            status = NO_ANSWER
+            bound = max(gpu_upper_bound(placeable, capacity, memory_mib), bound)
+        else:
             found = validate(snapshot, _proposed(optimized.outcome))
             violations = len(found)
             status, bound = optimized.status, max(optimized.gpu_bound, _gpus(greedy, memory_mib))

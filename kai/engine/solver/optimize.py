@@ -159,10 +159,10 @@ def optimize(
     outcome.placements.update(repaired.placements)
     outcome.admitted.extend(repaired.admitted)
     outcome.refusals.update(repaired.refusals)
-    return Optimized(outcome, answer.status, _gpu_upper_bound(gangs, capacity, memory_mib))
+    return Optimized(outcome, answer.status, gpu_upper_bound(gangs, capacity, memory_mib))
 
 
-def _gpu_upper_bound(
+def gpu_upper_bound(
     gangs: Sequence[GangRequest], capacity: Mapping[str, NodeCapacity], memory_mib: int
 ) -> Fraction:
     """No answer can place more GPUs than are free, nor more than the gangs ask for.
