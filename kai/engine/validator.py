@@ -35,7 +35,12 @@ from kai.engine.model import (
 )
 from kai.engine.resources import ResourceName, Resources
 from kai.engine.validator_nodes import may_run_on
-from kai.engine.validator_shares import Entitlement, entitlements, pending_device_memory
+from kai.engine.validator_shares import (
+    Entitlement,
+    entitlements,
+    exact_sum,
+    pending_device_memory,
+)
 from kai.engine.validator_topology import topology_problems
 
 
@@ -391,7 +396,8 @@ class EvictionAudit:
         self._held_np: dict[str, list[Fraction]] = defaultdict(lambda: [Fraction(0)] * 3)
         self._running: dict[str, set[str]] = defaultdict(set)
         self._members: dict[str, list[Pod]] = defaultdict(list)
-        per_group: dict[str, list[Fraction]] = defaultdict(lambda: [Fraction(0)] * 3)
+        # Each group's amounts are summed once (whole ones as ints), then counted up the tree.
+        per_group: dict[str, tuple[list[Fraction], ...]] = defaultdict(lambda: ([], [], []))
         placed_on = [(pod, pod.node) for pod in snapshot.pods if pod.phase is PodPhase.BOUND]
         placed_on += [(self._pods[b.pod], b.node) for b in bindings if b.pod in self._pods]
         for pod in snapshot.pods:
@@ -401,11 +407,10 @@ class EvictionAudit:
             if pod.scheduler_is_ours and pod.group in self._groups:
                 if pod.phase is PodPhase.BOUND:
                     self._running[pod.group].add(pod.key)
-                total = per_group[pod.group]
-                for i, value in enumerate(self._amount(pod, node)):
-                    total[i] += value
-        for key, total in per_group.items():
-            self._count(key, (total[0], total[1], total[2]), 1)
+                for column, value in zip(per_group[pod.group], self._amount(pod, node), strict=True):
+                    column.append(value)
+        for key, (gpu, cpu, memory) in per_group.items():
+            self._count(key, (exact_sum(gpu), exact_sum(cpu), exact_sum(memory)), 1)
 
     # -- public ------------------------------------------------------------------------
     def check(self, decision: EvictionDecision) -> list[str]:

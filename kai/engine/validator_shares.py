@@ -99,6 +99,9 @@ def _requested(
     totals: dict[str, dict[ResourceName, Fraction]] = defaultdict(
         lambda: {name: Fraction(0) for name in RESOURCE_NAMES}
     )
+    # Each pod's amounts are gathered under its own queue and summed once, then added up
+    # the tree: a sum per queue and resource, not one per pod and ancestor.
+    columns: dict[str, tuple[list[Fraction | int], ...]] = defaultdict(lambda: ([], [], []))
     for pod in snapshot.pods:
         group = groups.get(pod.group)
         if group is None or not pod.scheduler_is_ours or group.queue not in parent_of:
@@ -109,20 +112,41 @@ def _requested(
             mib = pending_mib
         else:
             continue
+        gpus: Fraction | int
         if pod.gpu.whole:
-            gpus = Fraction(pod.gpu.whole)
-        elif pod.gpu.memory_mib:
-            gpus = Fraction(pod.gpu.memory_mib, mib) * pod.gpu.devices
+            gpus = pod.gpu.whole
         else:
-            gpus = pod.gpu.portion * pod.gpu.devices
-        name: str | None = group.queue
+            gpus = Fraction(pod.gpu.memory_mib, mib) if pod.gpu.memory_mib else pod.gpu.portion
+            if pod.gpu.devices != 1:
+                gpus *= pod.gpu.devices
+        gpu, cpu, memory = columns[group.queue]
+        gpu.append(gpus)
+        cpu.append(pod.request.cpu)
+        memory.append(pod.request.memory)
+    for leaf, (gpu, cpu, memory) in columns.items():
+        amounts: dict[ResourceName, Fraction] = {
+            "gpu": exact_sum(gpu),
+            "cpu": exact_sum(cpu),
+            "memory": exact_sum(memory),
+        }
+        name: str | None = leaf
         while name is not None:
             row = totals[name]
-            row["gpu"] += gpus
-            row["cpu"] += pod.request.cpu
-            row["memory"] += pod.request.memory
+            for resource, amount in amounts.items():
+                row[resource] += amount
             name = parent_of.get(name)
     return totals
+
+
+def exact_sum(values: Sequence[Fraction | int]) -> Fraction:
+    """The exact sum; whole amounts (most of them) add as ints, only the rest as Fractions."""
+    whole, rest = 0, Fraction(0)
+    for value in values:
+        if value.denominator == 1:
+            whole += value.numerator
+        else:
+            rest += value
+    return rest + whole
 
 
 def _divisible(snapshot: Snapshot) -> dict[ResourceName, Fraction]:

@@ -39,7 +39,7 @@ from kai.engine.model import (
 from kai.engine.resources import Resources
 from kai.engine.validator import EvictionAudit
 from kai.engine.validator_nodes import may_run_on
-from kai.engine.validator_shares import entitlements, pending_device_memory
+from kai.engine.validator_shares import entitlements, exact_sum, pending_device_memory
 from tests.unit.engine.builders import GI, NOW, group, node, pod, snapshot
 from tests.unit.evictions.clusters import inside_deserved_cluster
 from tests.unit.evictions.test_audit import evict, wait
@@ -318,3 +318,11 @@ def test_engine_shares_that_disagree_are_reported_on_reclaim() -> None:
     del wrong[claim_queue]
     problems = EvictionAudit(snap, EngineConfig(), [], wrong).check(decision)
     assert any("fair share computed on one side only" in p for p in problems), problems
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.fractions(max_denominator=10**6) | st.integers(-(10**15), 10**15)))
+def test_the_validators_fast_sum_is_the_exact_sum(values: list[Fraction | int]) -> None:
+    total = exact_sum(values)
+    assert total == sum(values, Fraction(0))
+    assert isinstance(total, Fraction)
