@@ -94,7 +94,21 @@ class PendingExplainer:
     def _node_rejections(self, pod: Pod) -> str | None:
         """Counts of why each node refuses the pod, or None when some node would take it
         (pods that ask alike, in any gang, share the answer)."""
-        ask = (pod.request, pod.gpu, pod.placement)
+        # Integers, not the Fractions themselves: hashing a Fraction is slow, and this key is
+        # made for every pod of every pending gang.
+        cpu, memory, gpu = pod.request.cpu, pod.request.memory, pod.gpu
+        ask = (
+            cpu.numerator,
+            cpu.denominator,
+            memory.numerator,
+            memory.denominator,
+            gpu.whole,
+            gpu.portion.numerator,
+            gpu.portion.denominator,
+            gpu.memory_mib,
+            gpu.devices,
+            pod.placement,
+        )
         if ask not in self._rejections:
             self._rejections[ask] = _node_rejections(pod, self._before, self._nodes)
         return self._rejections[ask]
