@@ -166,6 +166,17 @@ class QueueBudget:
         held = self.allocated if reason == OVER_LIMIT else self.allocated_np
         return held.get(queue.name, _NOTHING)
 
+    def add_many(self, entries: Iterable[tuple[str, Resources, bool]]) -> None:
+        """`add` for each (leaf, request, preemptible), summed per leaf first: a cycle's
+        thousands of placements are added up their queues once per leaf, not once per pod."""
+        sums: dict[tuple[str, bool], Resources] = {}
+        for leaf, request, preemptible in entries:
+            key = (leaf, preemptible)
+            found = sums.get(key)
+            sums[key] = request if found is None else found + request
+        for (leaf, preemptible), request in sums.items():
+            self.add(leaf, request, preemptible)
+
     def add(self, leaf: str, request: Resources, preemptible: bool) -> None:
         for queue in self.ancestry(leaf):
             self.allocated[queue.name] = self.allocated.get(queue.name, Resources()) + request

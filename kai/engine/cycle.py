@@ -188,9 +188,14 @@ def run_cycle(
 
     final_budget = binding_budget.copy()
     admitted = set(chosen.admitted)
-    for placement in chosen.placements.values():
-        group = groups[placement.pod.group]
-        final_budget.add(group.queue, pod_resources(placement.pod, memory_mib), group.preemptible)
+    final_budget.add_many(
+        (
+            groups[placement.pod.group].queue,
+            pod_resources(placement.pod, memory_mib),
+            groups[placement.pod.group].preemptible,
+        )
+        for placement in chosen.placements.values()
+    )
     explainer = PendingExplainer(
         final_budget, capacity, lambda: leftover.index(chosen).capacity, nodes, memory_mib
     )

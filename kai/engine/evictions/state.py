@@ -99,11 +99,15 @@ class EvictionState:
         ledger = inputs.ledger.copy()
         index = inputs.index()
         groups = index.groups
-        for placement in inputs.placements.values():
-            # Bound pods count as running pods do: a gpu-memory request on the node's devices.
-            group = groups[placement.pod.group]
-            memory = nodes[placement.node].gpu_memory_mib
-            ledger.add(group.queue, pod_resources(placement.pod, memory), group.preemptible)
+        # Bound pods count as running pods do: a gpu-memory request on the node's devices.
+        ledger.add_many(
+            (
+                groups[placement.pod.group].queue,
+                pod_resources(placement.pod, nodes[placement.node].gpu_memory_mib),
+                groups[placement.pod.group].preemptible,
+            )
+            for placement in inputs.placements.values()
+        )
         return cls(inputs, ledger, groups, index.pods_of, index.may_be_stale)
 
     @property

@@ -135,13 +135,15 @@ def optimize(
     ledger = budget.copy()
     index = index_after(capacity, config, decoded.placements.values())
     admitted = set(decoded.admitted)
-    for gang in gangs:
-        placed = (
-            [p for p in gang.core if p.key in decoded.placements] if gang.key in admitted else []
+    ledger.add_many(
+        (gang.group.queue, pod_resources(pod, memory_mib), gang.group.preemptible)
+        for gang in gangs
+        for pod in (
+            *(gang.core if gang.key in admitted else ()),
+            *gang.elastic,
         )
-        placed += [p for p in gang.elastic if p.key in decoded.placements]
-        for pod in placed:
-            ledger.add(gang.group.queue, pod_resources(pod, memory_mib), gang.group.preemptible)
+        if pod.key in decoded.placements
+    )
     leftovers = [
         GangRequest(
             g.group,
