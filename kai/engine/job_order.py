@@ -133,9 +133,11 @@ class OfferQueue:
             yield offer
 
     def _forget(self, leaf: str) -> None:
+        # A queue's entry is worked out from its children's, and forgetting one forgets all
+        # above it, so above a queue with no entry none has one: the walk stops there.
         name: str | None = leaf
-        while name is not None:
-            self._cache.pop(name, None)
+        while name is not None and name in self._cache:
+            del self._cache[name]
             name = self._parent_of.get(name)
 
     def _entry(self, name: str) -> tuple[QueueOrderKey, str, Offer] | None:
