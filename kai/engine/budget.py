@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from kai.engine.model import UNLIMITED, Queue
+from kai.engine.model import UNLIMITED, PodGroup, Queue
 from kai.engine.resources import RESOURCE_NAMES, ResourceName, Resources
 
 OVER_LIMIT = "OverLimit"
@@ -166,12 +166,12 @@ class QueueBudget:
         held = self.allocated if reason == OVER_LIMIT else self.allocated_np
         return held.get(queue.name, _NOTHING)
 
-    def add_many(self, entries: Iterable[tuple[str, Resources, bool]]) -> None:
-        """`add` for each (leaf, request, preemptible), summed per leaf first: a cycle's
-        thousands of placements are added up their queues once per leaf, not once per pod."""
+    def add_many(self, entries: Iterable[tuple[PodGroup, Resources]]) -> None:
+        """`add` for each (group, request) under the group's queue, summed per leaf first: a
+        cycle's thousands of placements go up their queues once per leaf, not once per pod."""
         sums: dict[tuple[str, bool], Resources] = {}
-        for leaf, request, preemptible in entries:
-            key = (leaf, preemptible)
+        for group, request in entries:
+            key = (group.queue, group.preemptible)
             found = sums.get(key)
             sums[key] = request if found is None else found + request
         for (leaf, preemptible), request in sums.items():

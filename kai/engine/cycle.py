@@ -189,11 +189,7 @@ def run_cycle(
     final_budget = binding_budget.copy()
     admitted = set(chosen.admitted)
     final_budget.add_many(
-        (
-            groups[placement.pod.group].queue,
-            pod_resources(placement.pod, memory_mib),
-            groups[placement.pod.group].preemptible,
-        )
+        (groups[placement.pod.group], pod_resources(placement.pod, memory_mib))
         for placement in chosen.placements.values()
     )
     explainer = PendingExplainer(

@@ -66,9 +66,7 @@ class PendingExplainer:
         request = gang.core_request(self._memory_mib)
         refusal = self._budget.check(group.queue, request, group.preemptible)
         if refusal is not None:
-            return Refusal(
-                refusal.reason, refusal.message + " after this cycle's other placements"
-            )
+            return Refusal(refusal.reason, refusal.message + " after this cycle's other placements")
         for pod in gang.core:
             reasons = self._node_rejections(pod)
             if reasons is not None:

@@ -22,7 +22,6 @@ ZERO_SHARE_PENALTY = 1000
 """KAI's dominant-share multiplier for a resource a queue holds but may not have."""
 
 
-
 class ShareRatio:
     """An exact rational (denominator > 0), compared by cross-multiplying.
 

@@ -407,7 +407,9 @@ class EvictionAudit:
             if pod.scheduler_is_ours and pod.group in self._groups:
                 if pod.phase is PodPhase.BOUND:
                     self._running[pod.group].add(pod.key)
-                for column, value in zip(per_group[pod.group], self._amount(pod, node), strict=True):
+                for column, value in zip(
+                    per_group[pod.group], self._amount(pod, node), strict=True
+                ):
                     column.append(value)
         for key, (gpu, cpu, memory) in per_group.items():
             self._count(key, (exact_sum(gpu), exact_sum(cpu), exact_sum(memory)), 1)

@@ -102,9 +102,8 @@ class EvictionState:
         # Bound pods count as running pods do: a gpu-memory request on the node's devices.
         ledger.add_many(
             (
-                groups[placement.pod.group].queue,
+                groups[placement.pod.group],
                 pod_resources(placement.pod, nodes[placement.node].gpu_memory_mib),
-                groups[placement.pod.group].preemptible,
             )
             for placement in inputs.placements.values()
         )

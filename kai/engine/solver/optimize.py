@@ -136,7 +136,7 @@ def optimize(
     index = index_after(capacity, config, decoded.placements.values())
     admitted = set(decoded.admitted)
     ledger.add_many(
-        (gang.group.queue, pod_resources(pod, memory_mib), gang.group.preemptible)
+        (gang.group, pod_resources(pod, memory_mib))
         for gang in gangs
         for pod in (
             *(gang.core if gang.key in admitted else ()),
