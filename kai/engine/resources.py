@@ -106,10 +106,15 @@ class ResourceSum:
             parts[value.denominator] = parts.get(value.denominator, 0) - value.numerator
 
     def total(self) -> Resources:
-        gpu, cpu, memory = (
-            sum((Fraction(n, d) for d, n in parts.items()), ZERO) for parts in self._parts
-        )
+        gpu, cpu, memory = (_exact_total(parts) for parts in self._parts)
         return Resources(gpu, cpu, memory)
+
+
+def _exact_total(parts: dict[int, int]) -> Fraction:
+    """The sum of numerators over their denominators; whole amounts alone are one int."""
+    if len(parts) == 1 and 1 in parts:
+        return Fraction(parts[1])
+    return sum((Fraction(n, d) for d, n in parts.items()), ZERO)
 
 
 def _gpu_number(value: Fraction) -> float | int:

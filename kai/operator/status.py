@@ -51,7 +51,7 @@ from kai.engine.fairshare import QueueShare
 from kai.engine.gangs import pod_resources
 from kai.engine.group_decision import GroupDecision
 from kai.engine.model import UNLIMITED, PodPhase, Snapshot
-from kai.engine.resources import Resources
+from kai.engine.resources import Resources, ResourceSum
 from kai.kube.client import Kube
 from kai.kube.writes import run_bounded
 from kai.operator.cache import ClusterView
@@ -115,28 +115,54 @@ class StatusTotals:
         }
 
 
+class _TotalsSum:
+    """StatusTotals added up exactly and fast, a `ResourceSum` per total: each status pass
+    sums every pod of the cluster into its group and every group into its queue, and
+    adding `Fraction`s one by one was a sixth of the live scheduler's time in a burst."""
+
+    __slots__ = ("allocated", "allocated_non_preemptible", "requested")
+
+    def __init__(self) -> None:
+        self.allocated = ResourceSum()
+        self.allocated_non_preemptible = ResourceSum()
+        self.requested = ResourceSum()
+
+    def add(self, totals: StatusTotals) -> None:
+        self.allocated.add(totals.allocated)
+        self.allocated_non_preemptible.add(totals.allocated_non_preemptible)
+        self.requested.add(totals.requested)
+
+    def total(self) -> StatusTotals:
+        return StatusTotals(
+            self.allocated.total(), self.allocated_non_preemptible.total(), self.requested.total()
+        )
+
+
 def group_totals(after: Snapshot) -> dict[str, StatusTotals]:
     """Each PodGroup's totals as KAI's pod-group controller counts its pods (pod.go):
     requested by every pod in phase Pending or Running, allocated by those on a node."""
     nodes = {node.name: node for node in after.nodes}
     preemptible = {group.key: group.preemptible for group in after.pod_groups}
     default_memory = accounting_device_memory(after)
-    totals: dict[str, StatusTotals] = defaultdict(StatusTotals)
+    sums: dict[str, _TotalsSum] = {}
     for pod in after.pods:
         if pod.group not in preemptible or pod.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED):
             continue
         node = nodes.get(pod.node or "")
         amount = pod_resources(pod, node.gpu_memory_mib if node else default_memory)
+        group = sums.get(pod.group)
+        if group is None:
+            group = sums[pod.group] = _TotalsSum()
+        group.requested.add(amount)
         # Bound, or being deleted while it still runs on its node: KAI's pod phase is
         # Running (or Pending with PodScheduled) either way.
-        on_node = pod.phase is PodPhase.BOUND or (
+        if pod.phase is PodPhase.BOUND or (
             pod.phase is PodPhase.RELEASING and pod.node is not None
-        )
-        allocated = amount if on_node else Resources()
-        totals[pod.group] += StatusTotals(
-            allocated, Resources() if preemptible[pod.group] else allocated, amount
-        )
-    return dict(totals)
+        ):
+            group.allocated.add(amount)
+            if not preemptible[pod.group]:
+                group.allocated_non_preemptible.add(amount)
+    return {key: group.total() for key, group in sums.items()}
 
 
 def queue_statuses(
@@ -165,9 +191,10 @@ def queue_statuses(
     for name, parent in sorted(parents.items()):
         if parent:
             children[parent].append(name)
-    own: dict[str, StatusTotals] = defaultdict(StatusTotals)
+    sums: dict[str, _TotalsSum] = defaultdict(_TotalsSum)
     for key, totals in groups.items():
-        own[group_queues.get(key, "")] += totals
+        sums[group_queues.get(key, "")].add(totals)
+    own = {name: queue.total() for name, queue in sums.items()}
 
     def subtree(name: str, seen: set[str]) -> StatusTotals:
         seen.add(name)
