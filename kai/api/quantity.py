@@ -9,6 +9,7 @@ else is an error, never a silent zero.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -52,6 +53,14 @@ def parse_quantity(value: str | int | float) -> Fraction:
         return Fraction(str(value))
     if not isinstance(value, str):
         raise QuantityError(f"{value!r} is not a quantity")
+    return _parse_text(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(value: str) -> Fraction:
+    """Cached: a cluster's pods repeat a few quantities (`500m`, `16Gi`) thousands of times,
+    and the live scheduler parses every pod again when it changes. A Fraction is immutable,
+    so one parse can be shared; a refused text is not cached and raises every time."""
     match = _QUANTITY.match(value.strip())
     if match is None:
         raise QuantityError(f"{value!r} is not a quantity (expected e.g. 500m, 16Gi, 1e3)")
