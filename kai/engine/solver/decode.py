@@ -66,8 +66,8 @@ def decode(
     for node_class in data.classes:
         per_class: dict[int, list[Pod]] = {}
         members = set(node_class.nodes)
-        for (c, shape), var in allocation.count.items():
-            if c == node_class.index and answer.value(var):
+        for shape, var in allocation.counts_of_class.get(node_class.index, {}).items():
+            if answer.value(var):
                 n = answer.value(var)
                 pool = sorted(pools[shape], key=lambda p: kai_nodes.get(p.key) not in members)
                 per_class[shape], pools[shape] = pool[:n], pool[n:]

@@ -102,6 +102,9 @@ class AllocationModel:
         self.admit: dict[str, cp_model.IntVar] = {}
         self.elastic: dict[tuple[str, int], cp_model.IntVar] = {}
         self.count: dict[tuple[int, int], cp_model.IntVar] = {}
+        self.counts_of_class: dict[int, dict[int, cp_model.IntVar]] = defaultdict(dict)
+        """The `count` variables of each node class, by shape: a class's constraints and the
+        decoder read only their own (scanning every class's was most of the build)."""
         self.count_bound: dict[tuple[int, int], int] = {}
         self.picks: list[
             tuple[DomainChoice, dict[str, cp_model.IntVar], cp_model.IntVar | None]
@@ -150,9 +153,9 @@ class AllocationModel:
                 if shape.eligibility in node_class.eligibility and shape_id in demand:
                     bound = self._max_fit(node_class, shape)
                     self.count_bound[node_class.index, shape_id] = bound
-                    self.count[node_class.index, shape_id] = self.model.new_int_var(
-                        0, bound, f"x[{node_class.index},{shape_id}]"
-                    )
+                    var = self.model.new_int_var(0, bound, f"x[{node_class.index},{shape_id}]")
+                    self.count[node_class.index, shape_id] = var
+                    self.counts_of_class[node_class.index][shape_id] = var
         placed: dict[int, list[cp_model.IntVar]] = defaultdict(list)
         for (_, shape_id), var in self.count.items():
             placed[shape_id].append(var)
@@ -177,12 +180,9 @@ class AllocationModel:
             per_node = min(per_node, node_class.whole_gpus // shape.whole)
         return max(0, per_node) * node_class.size
 
-    def _shape_counts(self, node_class: NodeClass) -> dict[int, cp_model.IntVar]:
-        return {s: var for (c, s), var in self.count.items() if c == node_class.index}
-
     def _add_class(self, node_class: NodeClass) -> None:
         model, shapes = self.model, self.data.shapes
-        counts = self._shape_counts(node_class)
+        counts = self.counts_of_class.get(node_class.index, {})
         if not counts:
             return
         size = node_class.size
@@ -319,15 +319,12 @@ class AllocationModel:
                 per_size[i].append(
                     sum(p[i] * v for p, v in zip(slot_patterns, slot_vars, strict=True) if p[i])
                 )
+        by_size: dict[int, list[cp_model.IntVar]] = defaultdict(list)
+        for s, var in counts.items():
+            if shapes[s].fractional:
+                by_size[shapes[s].device_mib(memory)].append(var)
         for i, mib in enumerate(sizes):
-            model.add(
-                sum(
-                    var
-                    for s, var in counts.items()
-                    if shapes[s].fractional and shapes[s].device_mib(memory) == mib
-                )
-                == sum(per_size[i])
-            )
+            model.add(sum(by_size[mib]) == sum(per_size[i]))
 
     def _add_queue_constraints(self) -> None:
         data = self.data
