@@ -152,6 +152,8 @@ class AllocationModel:
             for shape_id, shape in enumerate(data.shapes):
                 if shape.eligibility in node_class.eligibility and shape_id in demand:
                     bound = self._max_fit(node_class, shape)
+                    if bound == 0:  # never fits there (most classes, on a busy cluster)
+                        continue
                     self.count_bound[node_class.index, shape_id] = bound
                     var = self.model.new_int_var(0, bound, f"x[{node_class.index},{shape_id}]")
                     self.count[node_class.index, shape_id] = var
@@ -260,7 +262,9 @@ class AllocationModel:
     ) -> None:
         model, shapes, memory = self.model, self.data.shapes, node_class.device_memory_mib
         per_size: list[list[cp_model.LinearExprT]] = [[] for _ in sizes]
-        if sizes:
+        # Fractions open a device only where a whole one is idle; without one, only the
+        # existing shared devices take them (a busy cluster's classes are nearly all so).
+        if sizes and node_class.whole_gpus > 0:
             device_patterns = enumerate_patterns(sizes, memory)
             patterns.device_patterns = device_patterns
             if device_patterns is not None:
