@@ -60,3 +60,11 @@ def test_millis_and_units_round_up_like_the_kubelet() -> None:
     assert parse_millis("1n") == 1
     assert parse_units("1.5") == 2
     assert parse_units("1Ki") == 1024
+
+
+def test_a_text_parses_the_same_every_time_and_a_refused_one_is_refused_every_time() -> None:
+    """Parses are cached by text: the cache hands back the same value, never a refusal."""
+    assert [parse_quantity("750m") for _ in range(3)] == [Fraction(3, 4)] * 3
+    for _ in range(2):
+        with pytest.raises(QuantityError):
+            parse_quantity("12 apples")

@@ -42,3 +42,13 @@ def test_adding_and_subtracting_are_exact_per_resource(
     assert a - b == Resources(*(x - y for x, y in zip(left, right, strict=True)))
     sums = (a + b, a - b)
     assert all(type(value) is Fraction for total in sums for _, value in total.items())
+
+
+def test_whole_amounts_total_to_fractions() -> None:
+    """The whole-number shortcut still hands out Fractions (callers read `.denominator`)."""
+    total = ResourceSum()
+    total.add(Resources(Fraction(2), Fraction(500), Fraction(10**9)))
+    total.add(Resources(Fraction(1), Fraction(250), Fraction(1)))
+    summed = total.total()
+    assert summed == Resources(Fraction(3), Fraction(750), Fraction(10**9 + 1))
+    assert all(type(value) is Fraction for _, value in summed.items())
