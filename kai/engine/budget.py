@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from kai.engine.model import UNLIMITED, PodGroup, Queue
-from kai.engine.resources import RESOURCE_NAMES, ResourceName, Resources
+from kai.engine.resources import RESOURCE_NAMES, ResourceName, Resources, ResourceSum
 
 OVER_LIMIT = "OverLimit"
 NON_PREEMPTIBLE_OVER_QUOTA = "NonPreemptibleOverQuota"
@@ -169,13 +169,15 @@ class QueueBudget:
     def add_many(self, entries: Iterable[tuple[PodGroup, Resources]]) -> None:
         """`add` for each (group, request) under the group's queue, summed per leaf first: a
         cycle's thousands of placements go up their queues once per leaf, not once per pod."""
-        sums: dict[tuple[str, bool], Resources] = {}
+        sums: dict[tuple[str, bool], ResourceSum] = {}
         for group, request in entries:
             key = (group.queue, group.preemptible)
             found = sums.get(key)
-            sums[key] = request if found is None else found + request
-        for (leaf, preemptible), request in sums.items():
-            self.add(leaf, request, preemptible)
+            if found is None:
+                found = sums[key] = ResourceSum()
+            found.add(request)
+        for (leaf, preemptible), total in sums.items():
+            self.add(leaf, total.total(), preemptible)
 
     def add(self, leaf: str, request: Resources, preemptible: bool) -> None:
         for queue in self.ancestry(leaf):

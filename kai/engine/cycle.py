@@ -181,7 +181,7 @@ def run_cycle(
             verdict = _verdict(optimized.outcome, greedy, memory_mib, elastic_of)
             if not found and verdict.use_solver:
                 chosen, answer = optimized.outcome, "cp-sat"
-            kept_on_tie = not found and verdict.tie and not verdict.use_solver
+            kept_on_tie = not found and verdict.tie
 
     final_budget = binding_budget.copy()
     admitted = set(chosen.admitted)
