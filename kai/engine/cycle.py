@@ -61,9 +61,8 @@ class SolverReport:
     gpus_bound: Fraction
     validator_violations: int
     greedy_kept_on_tie: bool = False
-    """The solver's answer was valid and as good in KAI's order, GPUs and pods, but left
-    the free GPUs more fragmented (or the idle devices more scattered) than the greedy
-    pass's, which was kept."""
+    """The solver's answer was valid and as good in KAI's order, GPUs and pods as the
+    greedy pass's, which was kept (its placements are KAI's)."""
 
 
 @dataclass(frozen=True)
