@@ -77,9 +77,51 @@ def decode(
     for leftover in pools.values():
         unseated.extend(leftover)
     core_keys = {pod.key for gang in data.gangs for pod in gang.core}
+    rank = {key: position for position, key in enumerate(gang_order)}
+    unseated.sort(key=lambda p: (rank.get(p.group, len(rank)), p.key not in core_keys, p.key))
+    unseated = _seat_anywhere(allocation, unseated, work, placements, kai_nodes)
     failed = {pod.group for pod in unseated if pod.key in core_keys}
     kept = {k: p for k, p in placements.items() if p.pod.group not in failed}
     return Decoded(kept, [g for g in admitted if g not in failed], sorted(failed))
+
+
+def _seat_anywhere(
+    allocation: AllocationModel,
+    pods: Sequence[Pod],
+    work: dict[str, NodeCapacity],
+    placements: dict[str, PodPlacement],
+    kai_nodes: Mapping[str, str],
+) -> list[Pod]:
+    """Seat pods their class could not hold on any node they may use, KAI's node first;
+    the pods still without a node are returned.
+
+    The model checks CPU, memory and pod slots per class, so a class's counts can ask a
+    node for more than it has while another class has the room; without this, one such pod
+    dropped its whole gang, and on the 1,000-node benchmark seven gangs the solver had
+    admitted (the fourteenth attempt in KAI's order among them) were lost that way, so its
+    answer came out below greedy's. A topology-bound pod stays within its class, which
+    lies within one domain.
+    """
+    data = allocation.data
+    nodes_of: dict[int, list[str]] = {}
+    left: list[Pod] = []
+    for pod in pods:
+        shape = data.shapes[data.shape_index[pod.key]]
+        if shape.member:
+            left.append(pod)
+            continue
+        if shape.eligibility not in nodes_of:
+            nodes_of[shape.eligibility] = [
+                name for c in data.classes if shape.eligibility in c.eligibility for name in c.nodes
+            ]
+        own = kai_nodes.get(pod.key)
+        ranked = nodes_of[shape.eligibility]
+        home = next((n for n in ([own] if own in work else []) + ranked if work[n].fits(pod)), None)
+        if home is None:
+            left.append(pod)
+            continue
+        placements[pod.key] = PodPlacement(pod, home, work[home].take(pod))
+    return left
 
 
 def _seat_class(
@@ -106,7 +148,7 @@ def _seat_class(
             fractional[shape.device_mib(memory)].extend(pods)
         else:
             cpu_only.extend(pods)
-    nodes = list(node_class.nodes)
+    nodes = _roomiest_first(node_class, work)
     slots: dict[str, list[int]] = {name: [] for name in nodes}  # whole sizes per node
     new_devices: list[str] = []  # one entry per device to open, naming its node
     if patterns is not None and patterns.node_patterns is not None:
@@ -147,6 +189,12 @@ def _seat_class(
         placements[pod.key] = PodPlacement(pod, home, work[home].take(pod))
 
 
+def _roomiest_first(node_class: NodeClass, work: Mapping[str, NodeCapacity]) -> list[str]:
+    """The class's nodes, most free CPU and memory first: the nodes of a class hold the same
+    GPUs but not the same CPU, so the fullest patterns go where their pods' CPU fits best."""
+    return sorted(node_class.nodes, key=lambda n: (-work[n].cpu, -work[n].memory, n))
+
+
 def _seat_fractions(
     allocation: AllocationModel,
     answer: SolverAnswer,
@@ -170,11 +218,9 @@ def _seat_fractions(
         expanded = [
             p for p, v in zip(slot_patterns, slot_vars, strict=True) for _ in range(answer.value(v))
         ]
-        for name, pattern in zip(node_class.nodes, expanded, strict=False):
+        for name, pattern in zip(_roomiest_first(node_class, work), expanded, strict=False):
             group = slot_groups[name][slot] if slot < len(slot_groups[name]) else ""
-            _fill_device(
-                name, group, pattern, patterns.device_sizes, queues, work, placements, unseated
-            )
+            _fill_device(name, group, pattern, patterns.device_sizes, queues, work, placements)
     if patterns.device_patterns is not None:
         expanded = [
             p
@@ -182,9 +228,7 @@ def _seat_fractions(
             for _ in range(answer.value(v))
         ]
         for name, pattern in zip(new_devices, expanded, strict=False):
-            _fill_device(
-                name, "", pattern, patterns.device_sizes, queues, work, placements, unseated
-            )
+            _fill_device(name, "", pattern, patterns.device_sizes, queues, work, placements)
     for pods in queues.values():  # totals-only mode, or leftovers: best effort on any device
         for pod in pods:
             home = next((n for n in node_class.nodes if work[n].fits(pod)), None)
@@ -203,15 +247,14 @@ def _fill_device(
     queues: dict[int, list[Pod]],
     work: dict[str, NodeCapacity],
     placements: dict[str, PodPlacement],
-    unseated: list[Pod],
 ) -> None:
+    """Seat the pattern's pods on one device of `node`: of each size, the first waiting pods
+    whose CPU and memory the node still has. One that does not fit here stays in line for
+    another device (dropping it dropped its whole gang while its device stayed empty)."""
     cap = work[node]
     for count, size in zip(pattern, sizes, strict=True):
+        waiting = queues.get(size, [])
         for _ in range(count):
-            waiting = queues.get(size, [])
-            if not waiting:
-                return
-            pod = waiting.pop(0)
             free = (
                 cap.node.gpu_memory_mib - cap.shared.get(group, 0)
                 if group
@@ -220,9 +263,12 @@ def _fill_device(
             fits_device = (group in cap.shared and free >= size) or (
                 not group and cap.whole_gpus >= 1
             )
-            if not (cap.fits_base(pod) and fits_device):
-                unseated.append(pod)
-                continue
+            if not fits_device:
+                return
+            position = next((i for i, pod in enumerate(waiting) if cap.fits_base(pod)), None)
+            if position is None:
+                break
+            pod = waiting.pop(position)
             taken = cap.take(pod, [group])
             group = taken[0]
             placements[pod.key] = PodPlacement(pod, node, taken)
