@@ -11,7 +11,7 @@ greedy pass and the validator re-checks everything.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kai.engine.capacity import NodeCapacity
@@ -115,13 +115,24 @@ def _seat_anywhere(
                 name for c in data.classes if shape.eligibility in c.eligibility for name in c.nodes
             ]
         own = kai_nodes.get(pod.key)
-        ranked = nodes_of[shape.eligibility]
-        home = next((n for n in ([own] if own in work else []) + ranked if work[n].fits(pod)), None)
-        if home is None:
-            left.append(pod)
-            continue
-        placements[pod.key] = PodPlacement(pod, home, work[home].take(pod))
+        ranked = [own, *nodes_of[shape.eligibility]] if own in work else nodes_of[shape.eligibility]
+        _seat_first_fit(pod, ranked, work, placements, left)
     return left
+
+
+def _seat_first_fit(
+    pod: Pod,
+    candidates: Iterable[str],
+    work: dict[str, NodeCapacity],
+    placements: dict[str, PodPlacement],
+    unseated: list[Pod],
+) -> None:
+    """Seat the pod on the first candidate node it fits, or add it to `unseated`."""
+    home = next((n for n in candidates if work[n].fits(pod)), None)
+    if home is None:
+        unseated.append(pod)
+    else:
+        placements[pod.key] = PodPlacement(pod, home, work[home].take(pod))
 
 
 def _seat_class(
@@ -182,11 +193,7 @@ def _seat_class(
         allocation, answer, node_class, fractional, new_devices, work, placements, unseated
     )
     for pod in sorted(cpu_only, key=lambda p: (-p.request.cpu, -p.request.memory, p.key)):
-        home = next((n for n in nodes if work[n].fits(pod)), None)
-        if home is None:
-            unseated.append(pod)
-            continue
-        placements[pod.key] = PodPlacement(pod, home, work[home].take(pod))
+        _seat_first_fit(pod, nodes, work, placements, unseated)
 
 
 def _roomiest_first(node_class: NodeClass, work: Mapping[str, NodeCapacity]) -> list[str]:
@@ -231,11 +238,7 @@ def _seat_fractions(
             _fill_device(name, "", pattern, patterns.device_sizes, queues, work, placements)
     for pods in queues.values():  # totals-only mode, or leftovers: best effort on any device
         for pod in pods:
-            home = next((n for n in node_class.nodes if work[n].fits(pod)), None)
-            if home is None:
-                unseated.append(pod)
-                continue
-            placements[pod.key] = PodPlacement(pod, home, work[home].take(pod))
+            _seat_first_fit(pod, node_class.nodes, work, placements, unseated)
         pods.clear()
 
 

@@ -45,7 +45,7 @@ class Optimized:
     gpu_bound: Fraction
 
 
-def build_allocation(
+def optimize(
     gangs: Sequence[GangRequest],
     capacity: Mapping[str, NodeCapacity],
     queues: Mapping[str, Queue],
@@ -54,9 +54,9 @@ def build_allocation(
     greedy: AllocationOutcome,
     config: EngineConfig,
     memory_mib: int,
+    run_greedy: GreedyRunner,
     topology: TopologyIndex | None = None,
-) -> tuple[AllocationModel, dict[str, NodeClass]]:
-    """The cycle's model, collapsed to node classes and pod shapes, and each node's class."""
+) -> Optimized | None:
     rules_of = {g.key: rules_for_model(g, topology) for g in gangs}
     modelled_gangs = sorted(
         (
@@ -122,30 +122,12 @@ def build_allocation(
             domain_choices(held, classes, shape_index, topology) if topology else (),
         )
     )
-    return allocation, class_of_node
-
-
-def optimize(
-    gangs: Sequence[GangRequest],
-    capacity: Mapping[str, NodeCapacity],
-    queues: Mapping[str, Queue],
-    budget: QueueBudget,
-    eligible_for: EligibilityIndex,
-    greedy: AllocationOutcome,
-    config: EngineConfig,
-    memory_mib: int,
-    run_greedy: GreedyRunner,
-    topology: TopologyIndex | None = None,
-) -> Optimized | None:
-    allocation, class_of_node = build_allocation(
-        gangs, capacity, queues, budget, eligible_for, greedy, config, memory_mib, topology
-    )
     add_greedy_hint(allocation, greedy, capacity, class_of_node)
     answer = solve(allocation, config.time_limit_seconds, config.solver_workers, config.random_seed)
     if answer is None:
         return None
     offered = set(greedy.offered)
-    order = [*greedy.offered, *(g.key for g in allocation.data.gangs if g.key not in offered)]
+    order = [*greedy.offered, *(g.key for g in modelled_gangs if g.key not in offered)]
     kai_nodes = {key: placement.node for key, placement in greedy.placements.items()}
     decoded = decode(allocation, answer, capacity, order, kai_nodes)
     outcome = AllocationOutcome(dict(decoded.placements), list(decoded.admitted), {})
