@@ -142,6 +142,7 @@ def add_greedy_hint(
         hints.append((var, per_class_shape.get(class_and_shape, 0)))
     for same, _, wanted in allocation.kai_kept:
         hints.append((same, wanted))
+    hints.extend(allocation.order_hints)
     for choice, pick, held in allocation.picks:
         domains = {
             choice.domain_of_class.get(class_of_node[p.node].index)
