@@ -174,7 +174,12 @@ def run_cycle(
             status = NO_ANSWER
             bound = max(gpu_upper_bound(placeable, capacity, memory_mib), bound)
         else:
-            found = validate(snapshot, _proposed(optimized.outcome))
+            # the greedy answer itself when the solver chose as it did: validated above
+            found = (
+                []
+                if optimized.outcome is greedy
+                else validate(snapshot, _proposed(optimized.outcome))
+            )
             violations = len(found)
             status, bound = optimized.status, max(optimized.gpu_bound, _gpus(greedy, memory_mib))
             verdict = _verdict(optimized.outcome, greedy, memory_mib, elastic_of)

@@ -23,7 +23,7 @@ from kai.engine.model import EngineConfig, Queue
 from kai.engine.solver.decode import decode
 from kai.engine.solver.model import AllocationModel, ModelInput
 from kai.engine.solver.shapes import NodeClass, Shape, build_classes, modelled, shape_of
-from kai.engine.solver.solve import add_greedy_hint, solve
+from kai.engine.solver.solve import add_greedy_hint, selection_of, solve
 from kai.engine.solver.topology_terms import (
     domain_choices,
     domain_key,
@@ -126,6 +126,10 @@ def optimize(
     answer = solve(allocation, config.time_limit_seconds, config.solver_workers, config.random_seed)
     if answer is None:
         return None
+    bound = gpu_upper_bound(gangs, capacity, memory_mib)
+    if all(answer.value(var) == value for var, value in selection_of(allocation, greedy)):
+        # Greedy's own choice: decoded, it would be greedy's at best (a tie keeps greedy's).
+        return Optimized(greedy, answer.status, bound)
     offered = set(greedy.offered)
     order = [*greedy.offered, *(g.key for g in modelled_gangs if g.key not in offered)]
     kai_nodes = {key: placement.node for key, placement in greedy.placements.items()}
@@ -161,7 +165,7 @@ def optimize(
     outcome.placements.update(repaired.placements)
     outcome.admitted.extend(repaired.admitted)
     outcome.refusals.update(repaired.refusals)
-    return Optimized(outcome, answer.status, gpu_upper_bound(gangs, capacity, memory_mib))
+    return Optimized(outcome, answer.status, bound)
 
 
 def gpu_upper_bound(

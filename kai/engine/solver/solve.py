@@ -106,6 +106,25 @@ def _hint(model: cp_model.CpModel, indexes: list[int], values: list[int]) -> Non
     model.proto.solution_hint.values.extend(values)
 
 
+def selection_of(
+    allocation: AllocationModel, outcome: AllocationOutcome
+) -> list[tuple[cp_model.IntVar, int]]:
+    """What an answer chose, as the model's variables: each gang's admission and how many
+    elastic pods of each shape it placed. Placements aside, it fixes the answer's attempts
+    in KAI's order, GPUs and pods."""
+    data = allocation.data
+    admitted = set(outcome.admitted)
+    chosen = [(var, int(key in admitted)) for key, var in allocation.admit.items()]
+    elastic_keys = {p.key for g in data.gangs for p in g.elastic}
+    elastic_placed = Counter(
+        (p.pod.group, data.shape_index[p.pod.key])
+        for p in outcome.placements.values()
+        if p.pod.key in elastic_keys
+    )
+    chosen += [(var, elastic_placed[key]) for key, var in allocation.elastic.items()]
+    return chosen
+
+
 def add_greedy_hint(
     allocation: AllocationModel,
     outcome: AllocationOutcome,
@@ -114,19 +133,11 @@ def add_greedy_hint(
 ) -> None:
     """Hint the solver with the greedy answer, so that its first solution is at least that good."""
     data = allocation.data
-    hints: list[tuple[cp_model.IntVar, int]] = []
-    admitted = set(outcome.admitted)
-    for key, var in allocation.admit.items():
-        hints.append((var, int(key in admitted)))
-    elastic_keys = {p.key for g in data.gangs for p in g.elastic}
-    elastic_placed = Counter(
-        (p.pod.group, data.shape_index[p.pod.key])
-        for p in outcome.placements.values()
-        if p.pod.key in elastic_keys
-    )
-    for (gang, shape), var in allocation.elastic.items():
-        hints.append((var, elastic_placed.get((gang, shape), 0)))
-    per_gang = Counter(gang for gang, _ in elastic_placed.elements())
+    hints = selection_of(allocation, outcome)
+    value_of = {var.index: value for var, value in hints}
+    per_gang: Counter[str] = Counter()
+    for (gang, _), var in allocation.elastic.items():
+        per_gang[gang] += value_of[var.index]
     for var, gang, elastic in allocation.offer_vars:
         hints.append((var, int(per_gang.get(gang, 0) >= elastic)))
     per_class_shape: Counter[tuple[int, int]] = Counter()
