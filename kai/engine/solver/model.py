@@ -513,15 +513,15 @@ class AllocationModel:
         tied = self.model.new_bool_var("window as greedy")
         self.model.add_bool_or([*(literal.Not() for literal in as_greedy), tied])
         self.order_hints.append((tied, 1))
-        gained: cp_model.IntVar | None = None
+        gained: list[cp_model.IntVar] = []  # none yet, then the chain's last link
         for var, accepted in rest:
             if accepted:
-                self.model.add_bool_or([var, tied.Not(), *([gained] if gained is not None else [])])
+                self.model.add_bool_or([var, tied.Not(), *gained])
                 continue
-            later = self.model.new_bool_var(f"gained by {var.name}")
-            self.model.add_bool_or([later.Not(), var, *([gained] if gained is not None else [])])
-            self.order_hints.append((later, 0))
-            gained = later
+            link = self.model.new_bool_var(f"gained by {var.name}")
+            self.model.add_bool_or([link.Not(), var, *gained])
+            self.order_hints.append((link, 0))
+            gained = [link]
 
     def _add_placement_tier(self) -> None:
         # Fill devices already shared before opening new ones (KAI's gpupack and gpusharingorder).
