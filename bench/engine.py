@@ -147,6 +147,7 @@ def measure(
         "timeRatio": round(cycle_summary["median"] / statistics.median(greedy_seconds), 3),
         "gpuRatio": round(float(engine / greedy), 4) if greedy else None,
         "answers": dict(Counter(c.report.answer for c in cycles)),
+        "greedyKeptOnTie": sum(c.report.greedy_kept_on_tie for c in cycles),
         "solverStatuses": dict(Counter(c.report.status for c in cycles)),
         "runningPods": sum(1 for p in snapshot.pods if p.phase is PodPhase.BOUND),
         "freeGpus": _number(free_gpus),
@@ -266,7 +267,8 @@ def format_table(results: Sequence[Document]) -> str:
                 "-" if r["gpuRatio"] is None else f"{r['gpuRatio']:.4f}",
                 str(r["validatorViolations"]),
                 f"{r['peakRssBytes'] / 2**20:.0f}",
-                ", ".join(f"{name} x{n}" for name, n in sorted(r["answers"].items())),
+                ", ".join(f"{name} x{n}" for name, n in sorted(r["answers"].items()))
+                + (f" ({r['greedyKeptOnTie']} ties)" if r["greedyKeptOnTie"] else ""),
             ]
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

@@ -238,6 +238,7 @@ class Run:
     bound_milli: int | None = None  # the engine's bound on the final state, if the solver ran
     statuses: Counter[str] = field(default_factory=Counter)  # the solver's, per cycle
     answers: Counter[str] = field(default_factory=Counter)  # whose answer each cycle used
+    ties: int = 0  # cycles whose solver answer was as good as greedy's, which was kept
     cut_short: Counter[str] = field(default_factory=Counter)  # eviction searches out of budget
     seconds: float = 0.0
     final: Snapshot | None = None  # the cluster after the last cycle: the bound pods only
@@ -294,6 +295,7 @@ def _record(run: Run, result: CycleResult, held: Mapping[str, int], seconds: flo
     report = result.report
     run.cycle_seconds.append(seconds)
     run.answers[report.answer] += 1
+    run.ties += report.greedy_kept_on_tie
     run.statuses[report.status] += 1
     run.moved += len(result.evictions)
     if result.eviction_report is not None:
@@ -477,6 +479,7 @@ def _seed_document(seed: int, arrived: int, kai: Run, greedy: Run, cluster_gpus:
         "greedyEvictionSearchesCutShort": dict(greedy.cut_short),
         "cycles": len(kai.cycle_seconds),
         "answers": dict(kai.answers),
+        "greedyKeptOnTie": kai.ties,
         "solverStatuses": dict(kai.statuses),
         "cycleSeconds": summarize(kai.cycle_seconds),
         "greedyCycleSeconds": summarize(greedy.cycle_seconds),

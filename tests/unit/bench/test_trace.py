@@ -330,3 +330,12 @@ def test_the_other_shipped_pod_lists_are_what_their_readme_says(
     assert sum(1 for pod in asking if pod.num_gpu == 1 and pod.gpu_milli < 1000) == shares
     assert sum(1 for pod in asking if pod.num_gpu > 1) == multi_gpu
     assert sum(1 for pod in asking if pod.gpu_spec) == constrained
+
+
+def test_a_batch_whose_solver_answer_ties_greedys_counts_a_tie() -> None:
+    # Two whole-GPU pods on two one-GPU nodes: the solver can do no better than greedy.
+    pods = [pod("a"), pod("b")]
+    run = run_trace(TraceCluster([node("n1", 1), node("n2", 1)]), pods, 2, SOLVER)
+    assert run.answers == {"greedy": 1}
+    assert run.ties == 1
+    assert run_trace(TraceCluster([node("n1", 1), node("n2", 1)]), pods, 2, GREEDY).ties == 0
