@@ -34,7 +34,10 @@ its bind, and time to first bind is from the first create.
 
 Each burst also reports the CPU seconds that the scheduler, kube-apiserver and
 etcd used during its measured time (`cpuSeconds`), which says where the time
-went on a machine they all share. `--log-dir` keeps the schedulers' logs;
+went on a machine they all share. After each burst the scheduler keeps running
+with every pod bound and nothing changing: once it has settled (kai: its status
+writes out and seen), `--idle-seconds` of its CPU per wall second is `idle`, what
+a quiet cluster costs it (kai also gives its cycles in that time). `--log-dir` keeps the schedulers' logs;
 `--kai-profile` runs kai's first burst under cProfile and writes its statistics
 there. Output per contracts/bench.md; progress on stderr.
 """
@@ -370,14 +373,56 @@ async def _cycle_seconds(port: int) -> dict[str, float]:
     pod may still be running: wait for it.
     """
     for _ in range(300):
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-            text = response.read().decode()
-        total = _sample(text, "e2e_scheduling_latency_milliseconds_sum")
-        count = _sample(text, "e2e_scheduling_latency_milliseconds_count")
+        count, total = await _cycle_totals(port)
         if count:
             return {"cycles": count, "meanCycleSeconds": round(total / 1000 / count, 3)}
         await asyncio.sleep(0.1)
     return {}
+
+
+IDLE_SETTLE_CYCLES = 4
+"""Cycles kai runs after the last bind before its idle time is measured: the cycle after
+the burst writes every group's status, the next waits for those writes, and their watch
+events make one more cycle run in full."""
+IDLE_SETTLE_SECONDS = 5.0
+"""The same for a scheduler without kai's cycle counter (kube-scheduler): a fixed wait."""
+
+
+async def _idle(pid: int, metrics_port: int | None, seconds: float) -> dict[str, float]:
+    """The scheduler's CPU while nothing changes: every pod bound, no new ones, after it
+    has settled; per wall second of the window, and kai's cycles in it."""
+    if metrics_port is None:
+        await asyncio.sleep(IDLE_SETTLE_SECONDS)
+    else:
+        bound_at = await _cycle_totals(metrics_port)
+        while (await _cycle_totals(metrics_port))[0] < bound_at[0] + IDLE_SETTLE_CYCLES:
+            await asyncio.sleep(0.2)
+    began, cpu_before = time.monotonic(), _cpu_seconds(pid)
+    totals_before = await _cycle_totals(metrics_port) if metrics_port is not None else (0, 0)
+    await asyncio.sleep(seconds)
+    wall, cpu = time.monotonic() - began, _cpu_seconds(pid) - cpu_before
+    found: dict[str, float] = {"seconds": round(wall, 1), "cpuPerSecond": round(cpu / wall, 3)}
+    if metrics_port is not None:
+        count, total_ms = await _cycle_totals(metrics_port)
+        cycles = count - totals_before[0]
+        found["cycles"] = cycles
+        if cycles:
+            found["meanCycleSeconds"] = round((total_ms - totals_before[1]) / 1000 / cycles, 3)
+    return found
+
+
+async def _cycle_totals(port: int) -> tuple[float, float]:
+    """kai's cycles so far and their milliseconds in all (its e2e latency histogram)."""
+    text = await asyncio.to_thread(_metrics_text, port)
+    return (
+        _sample(text, "e2e_scheduling_latency_milliseconds_count"),
+        _sample(text, "e2e_scheduling_latency_milliseconds_sum"),
+    )
+
+
+def _metrics_text(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return str(response.read().decode())
 
 
 def _sample(text: str, name: str) -> float:
@@ -483,6 +528,10 @@ async def _burst(
             cpu["scheduler"] = round(sum(by_pool.values()), 1)
             cpu["shards"] = by_pool
             cycles = {"shards": {shard.pool: await _cycle_seconds(shard.port) for shard in shards}}
+        idle = {}
+        if process is not None and args.idle_seconds > 0:
+            port = metrics_port if side.name == "kai" else None
+            idle = {"idle": await _idle(process.pid, port, args.idle_seconds)}
     finally:
         if process is not None:
             _stop(process)
@@ -500,7 +549,7 @@ async def _burst(
     if cycle_began is not None:
         wall = time.time() - time.monotonic()  # the watch's monotonic times as epoch seconds
         row["firstBindAfterCycleStartSeconds"] = round(min(times) + wall - cycle_began, 2)
-    row.update({**cycles, "cpuSeconds": cpu})
+    row.update({**cycles, "cpuSeconds": cpu, **idle})
     await _delete_pods(kube)
     return row
 
@@ -603,6 +652,13 @@ def summarize_bursts(pods: int, rows: Sequence[Mapping[str, Any]]) -> dict[str, 
     for figure in ("firstBindSeconds", "firstBindAfterCycleStartSeconds"):
         if all(figure in row for row in rows):
             summary[figure] = round(statistics.median(row[figure] for row in rows), 2)
+    idle = [row["idle"] for row in rows if "idle" in row]
+    if idle:
+        summary["idle"] = {
+            name: round(statistics.median(found[name] for found in idle), 3)
+            for name in ("cpuPerSecond", "meanCycleSeconds")
+            if all(name in found for found in idle)
+        }
     return {**summary, "runs": list(rows)}
 
 
@@ -766,6 +822,8 @@ def _print_table(result: Mapping[str, Any]) -> None:
                     f"{'':15} first bind {row['firstBindAfterCycleStartSeconds']} s"
                     " after its first cycle began"
                 )
+            if "idle" in row:
+                print(f"{'':15} idle: {row['idle']}")
             for pool, cycles in (row.get("shardCycles") or {}).items():
                 print(
                     f"{'':15} {pool}: {cycles['cycles']:g} cycles,"
@@ -819,6 +877,12 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         help="one more `kai run` option, e.g. --period=2s",
+    )
+    parser.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=10.0,
+        help="after a burst, the scheduler's CPU while nothing changes, for this long (0: not)",
     )
     parser.add_argument("--timeout", type=float, default=900.0, help="per run, seconds")
     parser.add_argument("--log-dir", type=Path, help="keep the schedulers' logs here")
