@@ -30,6 +30,13 @@ class StaleOutcome:
     stale_since: dict[str, datetime | None]  # only gangs whose stale time changes
 
 
+def grace_seconds(group: PodGroup, default_grace_seconds: float) -> float:
+    """How long the gang may stay below its minimum: its own grace, else the default
+    (negative: never evicted for it)."""
+    grace = group.staleness_grace_period_seconds
+    return default_grace_seconds if grace is None else grace
+
+
 def stale_gangs(
     groups: Iterable[PodGroup],
     members: Mapping[str, Collection[Pod]],
@@ -53,8 +60,7 @@ def stale_gangs(
         since = group.stale_since or now
         if group.stale_since is None:
             stale_since[group.key] = since
-        grace = group.staleness_grace_period_seconds
-        grace = default_grace_seconds if grace is None else grace
+        grace = grace_seconds(group, default_grace_seconds)
         if grace < 0 or now - since < timedelta(seconds=grace):
             continue
         running = [

@@ -1,0 +1,77 @@
+"""`next_time_change`: the instant it names is where a cycle's decisions flip, for each time rule.
+
+Each case runs the same snapshot a second before the instant and at it: before,
+the rule holds the decision back; at it, the decision is made. So an instant
+too late (a quiet loop would sleep through the change) or too early fails here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timedelta
+
+from kai.engine.cycle import run_cycle
+from kai.engine.model import EngineConfig, EvictionConfig, Snapshot
+from kai.engine.time_rules import next_time_change
+from tests.unit.engine.builders import NOW, group, node, pod, queue, snapshot
+from tests.unit.evictions.clusters import inside_deserved_cluster
+
+SECOND = timedelta(seconds=1)
+
+
+def _evicted_at(snap: Snapshot, at: datetime, config: EngineConfig) -> set[str]:
+    result = run_cycle(dataclasses.replace(snap, now=at), config)
+    return {eviction.group for eviction in result.evictions}
+
+
+def _with_groups(snap: Snapshot, prefix: str, **fields: object) -> Snapshot:
+    groups = tuple(
+        dataclasses.replace(g, **fields) if g.name.startswith(prefix) else g
+        for g in snap.pod_groups
+    )
+    return dataclasses.replace(snap, pod_groups=groups)
+
+
+def test_reclaim_waits_for_the_victims_min_runtime_and_no_longer() -> None:
+    config = EngineConfig(evictions=EvictionConfig(reclaim_min_runtime_seconds=600.0))
+    started = NOW - timedelta(minutes=4)
+    snap = _with_groups(inside_deserved_cluster(), "borrow", last_start=started)
+    change = next_time_change(snap, config.evictions)
+    assert change == started + timedelta(minutes=10)
+    assert _evicted_at(snap, change - SECOND, config) == set()
+    assert _evicted_at(snap, change, config) >= {"ns/borrow-0"}
+
+
+def test_a_preemption_delay_ends_when_named() -> None:
+    config = EngineConfig()
+    created = NOW - timedelta(minutes=1)
+    snap = _with_groups(
+        inside_deserved_cluster(), "claim", created=created, preemption_delay_seconds=300.0
+    )
+    change = next_time_change(snap, config.evictions)
+    assert change == created + timedelta(minutes=5)
+    assert _evicted_at(snap, change - SECOND, config) == set()
+    assert _evicted_at(snap, change, config) != set()
+
+
+def test_a_stale_gang_is_evicted_when_its_grace_ends() -> None:
+    config = EngineConfig(evictions=EvictionConfig(staleness_grace_seconds=120.0))
+    since = NOW - timedelta(seconds=30)
+    gang = dataclasses.replace(group("g", "q", min_member=4), stale_since=since)
+    snap = snapshot(
+        [node("n")], [pod(f"g-{i}", "g", 1, node_name="n") for i in range(2)], [gang], [queue("q")]
+    )
+    change = next_time_change(snap, config.evictions)
+    assert change == since + timedelta(minutes=2)
+    assert _evicted_at(snap, change - SECOND, config) == set()
+    assert _evicted_at(snap, change, config) == {"ns/g"}
+
+
+def test_nothing_timed_nothing_named() -> None:
+    snap = inside_deserved_cluster()
+    assert next_time_change(snap, EvictionConfig()) is None
+    disabled = _with_groups(snap, "borrow", stale_since=NOW, staleness_grace_period_seconds=-1.0)
+    assert next_time_change(disabled, EvictionConfig()) is None
+    started_long_ago = _with_groups(snap, "borrow", last_start=NOW - timedelta(days=1))
+    config = EvictionConfig(reclaim_min_runtime_seconds=600.0)
+    assert next_time_change(started_long_ago, config) is None
