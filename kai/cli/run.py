@@ -17,6 +17,7 @@ from kai.api.shards import NODE_POOL_LABEL_KEY
 from kai.cli.arguments import kubeconfig_file
 from kai.operator.config import (
     DEFAULT_RESERVATION_NAMESPACE,
+    QUIET_RECHECK_SECONDS,
     OperatorConfig,
     default_identity,
     default_namespace,
@@ -61,6 +62,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=int,
         default=500,
         help="new pods one cycle takes on at most; the rest go to the next cycle (0: no bound)",
+    )
+    parser.add_argument(
+        "--quiet-recheck",
+        type=_duration,
+        default=QUIET_RECHECK_SECONDS,
+        help="with nothing changed since a cycle that decided nothing, cycles are skipped;"
+        " a full one still runs this often (default 10s)",
     )
     parser.add_argument(
         "--failed-cycles-unhealthy",
@@ -118,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
         burst_pods=args.burst_pods,
         write_concurrency=args.write_concurrency,
         failed_cycles_unhealthy=args.failed_cycles_unhealthy,
+        quiet_recheck_seconds=args.quiet_recheck,
         namespace=args.namespace,
         identity=args.identity or default_identity(),
         leader_election=not args.no_leader_election,

@@ -102,6 +102,9 @@ class Kube:
         self._proxy: str | None = configuration.proxy or _environment_proxy(self._host)
         self._proxy_headers: Mapping[str, str] | None = configuration.proxy_headers
         self._session: aiohttp.ClientSession | None = None
+        self.failed_requests = 0
+        """Requests (reads and writes) given up on, watches aside: a caller that waits for
+        the cluster to change before trying again learns here that something it did failed."""
 
     async def request(
         self,
@@ -173,7 +176,11 @@ class Kube:
             return payload
 
         idempotent = _safe_to_repeat(method, content_type)
-        return await self._retrying(method, path, idempotent, attempt, proceed)
+        try:
+            return await self._retrying(method, path, idempotent, attempt, proceed)
+        except BaseException:
+            self.failed_requests += 1
+            raise
 
     async def watch(
         self, path: str, query: Sequence[tuple[str, str]], timeout: float

@@ -150,6 +150,8 @@ async def run_operator(
             debounce_seconds=config.debounce_seconds,
             is_leader=is_leader,
             failed_cycles_unhealthy=config.failed_cycles_unhealthy,
+            failed_requests=lambda: kube.failed_requests,
+            quiet_recheck_seconds=config.quiet_recheck_seconds,
             run_engine=run_engine,
             shard=config.shard,
             unserved=(

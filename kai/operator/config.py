@@ -13,6 +13,8 @@ from kai.api.shards import NODE_POOL_LABEL_KEY, Shard
 
 DEFAULT_RESERVATION_NAMESPACE = RESERVATION_NAMESPACE
 DEFAULT_NAMESPACE = "kai-scheduler"
+QUIET_RECHECK_SECONDS = 10.0
+"""How often a quiet cluster gets a full cycle all the same (kai.operator.loop)."""
 
 
 def default_identity() -> str:
@@ -62,6 +64,9 @@ class OperatorConfig:
     reservation_runtime_class: str | None = "nvidia"
     watch_seconds: int = 300
     events_per_cycle: int = 500
+    quiet_recheck_seconds: float = QUIET_RECHECK_SECONDS
+    """With nothing changed since a cycle that decided nothing, cycles are skipped; a full
+    one still runs this often."""
     failed_cycles_unhealthy: int = 5
     """/healthz fails after this many failed cycles in a row, until a cycle succeeds."""
 

@@ -13,7 +13,15 @@ steps stops there (the API client refuses the writes still in flight); a
 cycle's status and events are dropped if the Lease is lost before they go out.
 A failing cycle is logged and counted, and the next one starts from the cluster
 as it is then; the loop is alive while cycles finish, and unhealthy after
-`failed_cycles_unhealthy` failures in a row. The engine runs through
+`failed_cycles_unhealthy` failures in a row. A quiet cluster is let be: after
+a cycle that decided and grouped nothing, with no bind of this process still
+unconfirmed and no group in backoff, the passes that find the cache unchanged,
+no request failed since and no time rule of the engine due
+(`kai.engine.time_rules`) skip the cycle, which would decide the same; a full
+cycle still runs every `quiet_recheck_seconds` (for a write that failed without
+the cluster changing: no request counted as failed, a bug). While pending pods of
+a pool wait on its shard's Lease, which the cache does not watch, the cluster
+is never quiet. The engine runs through
 `isolation`, so a group whose data makes it raise is set aside and the others
 are scheduled. Every view is the shard's (`kai.operator.sharding`); a planned
 group that belongs to another pool is written but not scheduled here, and the
@@ -42,15 +50,17 @@ from kai.engine.cycle import CycleResult
 from kai.engine.fairshare import QueueShare
 from kai.engine.group_decision import GroupDecision
 from kai.engine.model import EngineConfig, PodPhase, Snapshot
+from kai.engine.time_rules import next_time_change
 from kai.operator.backoff import BindBackoff
 from kai.operator.binder import Annotations, Binder, Held, still_held
 from kai.operator.burst import statuses_to_write
 from kai.operator.cache import ClusterCache, ClusterView
+from kai.operator.config import QUIET_RECHECK_SECONDS
 from kai.operator.events import EventRecorder
 from kai.operator.gpu_sharing import GpuSharing, reservation_pods
 from kai.operator.isolation import Engine, remembering_engine, run_isolating
 from kai.operator.metrics import Metrics
-from kai.operator.pod_grouper import PodGrouper
+from kai.operator.pod_grouper import Plans, PodGrouper
 from kai.operator.sharding import foreign_plans, without_pods
 from kai.operator.snapshot import Assumed, Overlay, SnapshotBuilder
 from kai.operator.stamps import StampWriter, start_annotations
@@ -58,6 +68,29 @@ from kai.operator.status import StatusWriter
 from kai.operator.unserved import UnservedPools
 
 log = structlog.get_logger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Quiet:
+    """What a cycle that decided nothing saw: while all of it still holds, a cycle would
+    decide nothing again."""
+
+    revision: int
+    """The cache's revision its view had."""
+    failed_requests: int
+    """API requests given up on when it ended (its own writes failing undo the quiet)."""
+    time_rule_due: datetime | None
+    """When an engine time rule next flips for one of its groups."""
+    recheck_at: float
+    """Monotonic time of the next full cycle regardless."""
+
+    def holds(self, revision: int, failed_requests: int, now: datetime, clock: float) -> bool:
+        return (
+            revision == self.revision
+            and failed_requests == self.failed_requests
+            and (self.time_rule_due is None or now < self.time_rule_due)
+            and clock < self.recheck_at
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +134,13 @@ class SchedulingLoop:
         stop_grace_seconds: float = TRAILING_STOP_GRACE_SECONDS,
         shard: Shard | None = None,
         unserved: UnservedPools | None = None,
+        failed_requests: Callable[[], int] = lambda: 0,
+        quiet_recheck_seconds: float = QUIET_RECHECK_SECONDS,
     ) -> None:
+        self._failed_requests = failed_requests
+        self._quiet_recheck = quiet_recheck_seconds
+        self._quiet: Quiet | None = None
+        """Set by a cycle that decided nothing; the passes it holds for skip their cycle."""
         self._shard = shard
         self._unserved = unserved
         self._cache = cache
@@ -136,6 +175,8 @@ class SchedulingLoop:
         """Cycles that lost the Lease midway."""
         self.passes = 0
         """Passes of the loop, a standby's included."""
+        self.skipped = 0
+        """Passes that skipped their cycle: nothing had changed since a cycle that decided nothing."""
 
     @property
     def status_writer(self) -> StatusWriter:
@@ -181,12 +222,24 @@ class SchedulingLoop:
             # Binds this process made stay held while it does not lead: they are facts about
             # the cluster until the watch shows them, and a leader whose Lease only lapsed for
             # a moment would otherwise bind into capacity its own binds already took.
-            if self._is_leader():
+            if not self._is_leader():
+                self._quiet = None  # a replica that leads again starts from a full cycle
+            elif self._still_quiet():
+                self.skipped += 1
+                self._metrics.cycles_skipped.inc()
+            else:
                 await self._guarded_cycle()
             self.last_alive = time.monotonic()
             self.passes += 1
 
+    def _still_quiet(self) -> bool:
+        quiet = self._quiet
+        return quiet is not None and quiet.holds(
+            self._cache.revision, self._failed_requests(), datetime.now(UTC), time.monotonic()
+        )
+
     async def _guarded_cycle(self) -> None:
+        self._quiet = None
         try:
             await self.cycle()
         except Exception as error:  # one bad cycle must not stop the scheduler
@@ -303,6 +356,19 @@ class SchedulingLoop:
         )
         if plans.deferred:  # the rest of a burst: the next cycle starts at once
             self._cache.changed.set()
+        waits_on_leases = self._unserved is not None and self._unserved.waits_on_leases
+        if (
+            _decided_nothing(result, plans)
+            and not self._assumed
+            and not overlay.held
+            and not waits_on_leases
+        ):
+            self._quiet = Quiet(
+                view.revision,
+                self._failed_requests(),
+                next_time_change(snapshot, self._engine.evictions),
+                time.monotonic() + self._quiet_recheck,
+            )
         self.cycles += 1
         self.recent.append(CycleSummary(cycle_id, tuple(sorted(bound)), elapsed))
 
@@ -388,6 +454,19 @@ class SchedulingLoop:
         if self._is_leader():
             self._metrics.record_queues(shares)
             self._metrics.record_pending(decisions)
+
+
+def _decided_nothing(result: CycleResult, plans: Plans) -> bool:
+    """No bind, eviction or timestamp, and no pod grouped or waiting to be: the same
+    cluster at a later time decides the same, but for the engine's time rules."""
+    return not (
+        result.bindings
+        or result.evictions
+        or result.stamps
+        or plans.new
+        or plans.written
+        or plans.deferred
+    )
 
 
 def _lease_lost(error: Exception) -> bool:

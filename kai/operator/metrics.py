@@ -66,6 +66,11 @@ class Metrics:
         self._evicted_groups: set[tuple[str, str]] = set()
         self.binds = Counter("kai_binds_total", "Bind attempts by result.", ["result"], registry=r)
         self.cycles = Counter("kai_cycles_total", "Scheduling cycles run.", registry=r)
+        self.cycles_skipped = Counter(
+            "kai_cycles_skipped_total",
+            "Cycles not run: nothing had changed since a cycle that decided nothing.",
+            registry=r,
+        )
         self.cycle_failures = Counter(
             "kai_scheduler_cycle_failures_total",
             "Scheduling cycles that raised; their decisions did not reach the cluster.",

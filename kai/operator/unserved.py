@@ -87,10 +87,14 @@ class UnservedPools:
         self._lease_base = lease_base
         self._shard = shard
         self._reported: set[str] = set()  # pod uids told, while their pool stays unserved
+        self.waits_on_leases = False
+        """The last report found pending pods of a pool whose Lease lives: when it runs out
+        they are unserved, and no watch event says so (the loop keeps cycling)."""
 
     async def report(self, whole: ClusterView, now: datetime) -> None:
         """Record one event per newly unserved pod; they go out with the cycle's events."""
         unserved_now: set[str] = set()
+        self.waits_on_leases = False
         for pool, pods in sorted(
             pending_by_pool(self._shard, whole.pods, whole.pod_groups).items()
         ):
@@ -100,8 +104,10 @@ class UnservedPools:
             except ApiError as error:  # no news: keep what was told, tell nothing new
                 log.warning("node pool lease not readable", lease=lease, error=str(error))
                 unserved_now.update(_uid(pod) for pod in pods if _uid(pod) in self._reported)
+                self.waits_on_leases = True
                 continue
             if served:
+                self.waits_on_leases = True
                 continue
             message = (
                 f"node pool {pool!r} ({self._shard.label_key}={pool}) has no kai scheduler: "

@@ -36,7 +36,9 @@ def unique(prefix: str) -> str:
 
 
 def operator_config(kubeconfig: Path, namespace: str, **overrides: Any) -> OperatorConfig:
-    """Fast cycles and a short Lease, so takeovers and retries happen within a test's patience."""
+    """Fast cycles and a short Lease, so takeovers and retries happen within a test's patience;
+    no full cycle of a quiet cluster but when a change or an engine time rule calls for it, so
+    a test that waits for one of those proves the loop wakes for it."""
     config = OperatorConfig(
         kubeconfig=kubeconfig,
         period_seconds=0.5,
@@ -49,6 +51,7 @@ def operator_config(kubeconfig: Path, namespace: str, **overrides: Any) -> Opera
         renew_deadline_seconds=2.0,
         retry_seconds=0.5,
         reservation_runtime_class=None,
+        quiet_recheck_seconds=3600.0,
     )
     return replace(config, **overrides)
 
