@@ -57,6 +57,23 @@ def _slim(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
+def _substance(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object less what changes when nothing happened: its resourceVersion, and the
+    heartbeat times of its conditions (a kubelet reports a Node's unchanged conditions
+    every few minutes). Readers are not told of an update that changes only these."""
+    metadata = obj.get("metadata")
+    status = obj.get("status")
+    if isinstance(metadata, dict) and "resourceVersion" in metadata:
+        obj = {**obj, "metadata": {k: v for k, v in metadata.items() if k != "resourceVersion"}}
+    if isinstance(status, dict) and isinstance(status.get("conditions"), list):
+        conditions = [
+            {k: v for k, v in c.items() if k != "lastHeartbeatTime"} if isinstance(c, dict) else c
+            for c in status["conditions"]
+        ]
+        obj = {**obj, "status": {**status, "conditions": conditions}}
+    return obj
+
+
 class Store:
     """The objects of one resource by key, and the resourceVersion they are current at."""
 
@@ -70,15 +87,18 @@ class Store:
         self.version = version
 
     def apply(self, event: Mapping[str, Any]) -> bool:
-        """Apply one watch event; False for events that change no object (bookmarks)."""
+        """Apply one watch event; False for events that change no object (bookmarks) and
+        for updates that change nothing but the object's version and heartbeats."""
         kind = event.get("type")
         obj = event.get("object") or {}
         version = (obj.get("metadata") or {}).get("resourceVersion")
         if version:
             self.version = str(version)
         if kind in ("ADDED", "MODIFIED"):
-            self.objects[object_key(obj)] = _slim(obj)
-            return True
+            key = object_key(obj)
+            before = self.objects.get(key)
+            self.objects[key] = _slim(obj)
+            return before is None or _substance(before) != _substance(self.objects[key])
         if kind == "DELETED":
             self.objects.pop(object_key(obj), None)
             return True

@@ -240,3 +240,18 @@ def test_a_problem_gone_from_the_cluster_is_forgotten() -> None:
     assert builder.problems_remembered == 1  # only the problem still in the cluster
     builder.build(_view(queues=good), Overlay(), NOW)
     assert builder.problems_remembered == 0
+
+
+def test_a_heartbeat_alone_is_no_change() -> None:
+    def node(version: str, heartbeat: str, ready: str) -> dict[str, Any]:
+        condition = {"type": "Ready", "status": ready, "lastHeartbeatTime": heartbeat}
+        return {
+            "metadata": {"name": "n", "resourceVersion": version},
+            "status": {"conditions": [condition]},
+        }
+
+    store = Store()
+    assert store.apply({"type": "ADDED", "object": node("1", "10:00", "True")})
+    assert not store.apply({"type": "MODIFIED", "object": node("2", "10:05", "True")})
+    assert store.objects["n"]["metadata"]["resourceVersion"] == "2"  # kept all the same
+    assert store.apply({"type": "MODIFIED", "object": node("3", "10:10", "False")})
