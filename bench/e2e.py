@@ -380,10 +380,10 @@ async def _cycle_seconds(port: int) -> dict[str, float]:
     return {}
 
 
-IDLE_SETTLE_CYCLES = 4
-"""Cycles kai runs after the last bind before its idle time is measured: the cycle after
-the burst writes every group's status, the next waits for those writes, and their watch
-events make one more cycle run in full."""
+IDLE_SETTLE_PASSES = 4
+"""Passes of kai's loop after the last bind (cycles, and those it skipped as nothing had
+changed) before its idle time is measured: the cycle after the burst writes every group's
+status, the next waits for those writes, and their watch events make one more run in full."""
 IDLE_SETTLE_SECONDS = 5.0
 """The same for a scheduler without kai's cycle counter (kube-scheduler): a fixed wait."""
 
@@ -394,8 +394,8 @@ async def _idle(pid: int, metrics_port: int | None, seconds: float) -> dict[str,
     if metrics_port is None:
         await asyncio.sleep(IDLE_SETTLE_SECONDS)
     else:
-        bound_at = await _cycle_totals(metrics_port)
-        while (await _cycle_totals(metrics_port))[0] < bound_at[0] + IDLE_SETTLE_CYCLES:
+        bound_at = await _passes(metrics_port)
+        while await _passes(metrics_port) < bound_at + IDLE_SETTLE_PASSES:
             await asyncio.sleep(0.2)
     began, cpu_before = time.monotonic(), _cpu_seconds(pid)
     totals_before = await _cycle_totals(metrics_port) if metrics_port is not None else (0, 0)
@@ -418,6 +418,12 @@ async def _cycle_totals(port: int) -> tuple[float, float]:
         _sample(text, "e2e_scheduling_latency_milliseconds_count"),
         _sample(text, "e2e_scheduling_latency_milliseconds_sum"),
     )
+
+
+async def _passes(port: int) -> float:
+    """kai's loop passes so far: its cycles and the ones it skipped."""
+    text = await asyncio.to_thread(_metrics_text, port)
+    return _sample(text, "kai_cycles_total") + _sample(text, "kai_cycles_skipped_total")
 
 
 def _metrics_text(port: int) -> str:
