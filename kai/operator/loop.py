@@ -16,12 +16,11 @@ as it is then; the loop is alive while cycles finish, and unhealthy after
 `failed_cycles_unhealthy` failures in a row. A quiet cluster is let be: after
 a cycle that decided and grouped nothing, with no bind of this process still
 unconfirmed and no group in backoff, the passes that find the cache unchanged,
-no request failed since and no time rule of the engine due
-(`kai.engine.time_rules`) skip the cycle, which would decide the same; a full
-cycle still runs every `quiet_recheck_seconds` (for a write that failed without
-the cluster changing: no request counted as failed, a bug). While pending pods of
-a pool wait on its shard's Lease, which the cache does not watch, the cluster
-is never quiet. The engine runs through
+no API request failed since that cycle began and no time rule of the engine due
+(`kai.engine.time_rules`) skip the cycle, which would decide the same. A full
+cycle still runs every `quiet_recheck_seconds`, a safety net for an input the
+cache does not show. While pending pods of a pool wait on its shard's Lease,
+which the cache does not watch, the cluster is never quiet. The engine runs through
 `isolation`, so a group whose data makes it raise is set aside and the others
 are scheduled. Every view is the shard's (`kai.operator.sharding`); a planned
 group that belongs to another pool is written but not scheduled here, and the
@@ -78,7 +77,8 @@ class Quiet:
     revision: int
     """The cache's revision its view had."""
     failed_requests: int
-    """API requests given up on when it ended (its own writes failing undo the quiet)."""
+    """API requests given up on when it began: one of its own that fails (an owner chain
+    not read, a status write refused) undoes the quiet, and the next pass runs a cycle."""
     time_rule_due: datetime | None
     """When an engine time rule next flips for one of its groups."""
     recheck_at: float
@@ -279,6 +279,7 @@ class SchedulingLoop:
         cycle_id = uuid.uuid4().hex[:8]
         timings: dict[str, float] = {}
         began = time.monotonic()
+        failed_before = self._failed_requests()  # one of this cycle's failing undoes its quiet
         with structlog.contextvars.bound_contextvars(cycle=cycle_id):
             now = datetime.now(UTC)
             view = self._cache.view()
@@ -365,7 +366,7 @@ class SchedulingLoop:
         ):
             self._quiet = Quiet(
                 view.revision,
-                self._failed_requests(),
+                failed_before,
                 next_time_change(snapshot, self._engine.evictions),
                 time.monotonic() + self._quiet_recheck,
             )
