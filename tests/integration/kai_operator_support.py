@@ -112,6 +112,18 @@ async def wait_for(
         raise AssertionError(f"timed out after {timeout:g}s waiting for {what}") from None
 
 
+async def wait_passes(operator: Operator, more: int, timeout: float = 120.0) -> None:
+    """Let the operator's loop make `more` passes, each a chance to act on what it believes:
+    a cycle, or one skipped because nothing changed since a cycle that decided nothing
+    (which would decide nothing again)."""
+    target = operator.loop.passes + more
+
+    async def done() -> bool:
+        return operator.loop.passes >= target
+
+    await wait_for(f"{more} more passes of the loop", done, timeout=timeout)
+
+
 async def _get(operator: Operator, path: str) -> tuple[int, str]:
     assert operator.server is not None
     url = f"http://127.0.0.1:{operator.server.port}{path}"

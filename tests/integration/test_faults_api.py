@@ -32,6 +32,7 @@ from kai_operator_support import (
     wait_bound,
     wait_fired,
     wait_for,
+    wait_passes,
 )
 from kubernetes_asyncio import client
 
@@ -80,16 +81,6 @@ async def _submit(api: client.ApiClient, namespace: str, name: str, queue: str, 
     await client.BatchV1Api(api).create_namespaced_job(namespace, job)
 
 
-async def _cycles(operator: Operator, more: int) -> None:
-    """Let the operator run `more` full cycles (a chance to act on what it believes)."""
-    target = operator.loop.cycles + more
-
-    async def done() -> bool:
-        return operator.loop.cycles >= target
-
-    await wait_for(f"{more} more cycles", done, timeout=120)
-
-
 async def _finish_job(api: client.ApiClient, namespace: str, job: str) -> None:
     """Report the job's pods Succeeded, as a kubelet would: their GPUs return to the queue."""
     for pod in await pods_in(api, namespace):
@@ -121,13 +112,13 @@ async def _bind_fault_scenario(
             await wait_fired(rule)
             await _submit(api, namespace, "second", queue, GANG_SIZE)
             await wait_for("both gangs grouped", _groups(api, namespace, 2), timeout=120)
-            await _cycles(operator, 5)
+            await wait_passes(operator, 5)
             if isinstance(rule.action, CommitThenHang):
                 await wait_for("the operator to give up on the held bind", _abandoned(rule), 120)
-                await _cycles(operator, 5)
+                await wait_passes(operator, 5)
             proxy.remove(rule)
             await wait_bound(api, namespace, GANG_SIZE)
-            await _cycles(operator, 5)
+            await wait_passes(operator, 5)
             await _finish_job(api, namespace, "first")
             await wait_bound(api, namespace, 2 * GANG_SIZE)
             # Checked while the operator runs: status settles only while it writes.
@@ -214,7 +205,7 @@ async def _watch_fault_scenario(
             await _submit(api, namespace, "second", queue, GANG_SIZE)
             await wait_bound(api, namespace, 2 * GANG_SIZE)
             assert not task.done()
-            await _cycles(operator, 2)
+            await wait_passes(operator, 2)
             # Checked while the operator runs: status settles only while it writes.
             assert await watcher.verify([queue]) == []
 
@@ -340,7 +331,7 @@ async def test_a_bind_whose_answer_is_lost_holds_its_capacity_until_the_watch_sh
         async with running_operator(config) as (operator, _), reporting(invariants):
             await wait_fired(lost)
             await wait_fired(stalled)
-            await _cycles(operator, 10)  # every chance to hand the node out again
+            await wait_passes(operator, 10)  # every chance to hand the node out again
             assert invariants.current_violations() == []
             fault_proxy.remove(stalled)
             await wait_bound(api, namespace, 1)

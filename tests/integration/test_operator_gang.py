@@ -19,6 +19,7 @@ from kai_operator_support import (
     running_operator,
     unique,
     wait_for,
+    wait_passes,
 )
 from kubernetes_asyncio import client
 
@@ -64,8 +65,7 @@ async def test_job_gang_binds_together_once_it_fits(
             }
             reasons = group["status"]["schedulingConditions"][0]["reasons"]
             assert reasons[0]["reason"] and reasons[0]["message"]
-            cycles_before = operator.loop.cycles
-            await wait_for("more cycles", _cycles_after(operator, cycles_before + 3))
+            await wait_passes(operator, 3)
             assert await bound_pods(api, namespace) == {}  # 3 of 4 would fit: none is bound
             events = await events_for(api, namespace, pods[0].metadata.name)
             assert any(e.reason == "Unschedulable" for e in events)
@@ -106,10 +106,3 @@ async def test_job_gang_binds_together_once_it_fits(
             await wait_for("a Scheduled event on the pod", scheduled_event)
     finally:
         await delete_queue(api, queue)
-
-
-def _cycles_after(operator: object, count: int) -> object:
-    async def check() -> bool:
-        return operator.loop.cycles >= count  # type: ignore[attr-defined]
-
-    return check

@@ -20,6 +20,7 @@ from kai_operator_support import (
     running_operator,
     unique,
     wait_for,
+    wait_passes,
 )
 from kubernetes_asyncio import client
 
@@ -89,13 +90,8 @@ async def test_two_half_gpu_pods_share_one_reserved_device(
                 return f"{namespace}/half-a" not in operator.cache.view().pods
 
             await wait_for("the operator to see half-a gone", cycles_without_half_a)
-            # Two whole cycles that knew half-a was gone: time enough to collect it wrongly.
-            target = operator.loop.cycles + 3
-
-            async def later_cycles() -> bool:
-                return operator.loop.cycles >= target
-
-            await wait_for("two more whole cycles", later_cycles)
+            # Two whole passes that knew half-a was gone: time enough to collect it wrongly.
+            await wait_passes(operator, 3)
             assert len(await _reservations(core, group)) == 1  # half-b still uses the device
 
             await core.delete_namespaced_pod("half-b", namespace, grace_period_seconds=0)
