@@ -35,6 +35,11 @@ from kai.engine.validator import ProposedBinding, validate, validate_after_evict
 LONE_POD = "lone-pod"
 """The solver's status when the cycle offers a single pod: the greedy pass's answer is the
 best there is (its bound), so the model is not built."""
+ALL_PLACED = "all-placed"
+"""The solver's status when the greedy pass satisfied every attempt KAI's order made: every
+pending pod is placed, so no answer can be better in that order, in GPUs or in pods, and
+a tie keeps greedy's answer; the model is not built. Most cycles of a cluster with room
+are this (each cycle of a burst of plain pods is)."""
 NO_ANSWER = "no-answer"
 """The solver's status when it ran and found no answer in its time, not even the greedy one
 it was given as a hint (at 5,000 nodes its presolve takes the first stage's whole budget)."""
@@ -152,12 +157,15 @@ def run_cycle(
             "greedy allocation failed validation: " + "; ".join(greedy_violations)
         )
     chosen, answer, bound = greedy, "greedy", _gpus(greedy, memory_mib)
-    lone = _lone_pod(placeable)
-    status = LONE_POD if config.time_limit_seconds > 0 and lone else "not-run"
-    kept_on_tie = False
     elastic_of = {pod.key: request.key for request in placeable for pod in request.elastic}
+    status = (
+        _unsolved_status(placeable, greedy, elastic_of)
+        if config.time_limit_seconds > 0
+        else "not-run"
+    )
+    kept_on_tie = False
     violations = 0
-    if config.time_limit_seconds > 0 and placeable and not lone:
+    if status is None:
         optimized = optimize(
             placeable,
             capacity,
@@ -269,6 +277,24 @@ def run_cycle(
         tuple(greedy.offers),
         chosen.accepted_in_order(greedy.offers, elastic_of),
     )
+
+
+def _unsolved_status(
+    placeable: list[GangRequest], greedy: AllocationOutcome, elastic_of: Mapping[str, str]
+) -> str | None:
+    """Why the model is not built this cycle (None: it is): nothing to place, a lone pod,
+    or every pod placed by the greedy pass with every attempt satisfied (an answer can then
+    at best tie, and a tie keeps greedy's: see `_verdict`)."""
+    if not placeable:
+        return "not-run"
+    if _lone_pod(placeable):
+        return LONE_POD
+    every_pod = sum(len(request.core) + len(request.elastic) for request in placeable)
+    if len(greedy.placements) == every_pod and all(
+        greedy.accepted_in_order(greedy.offers, elastic_of)
+    ):
+        return ALL_PLACED
+    return None
 
 
 def _lone_pod(placeable: list[GangRequest]) -> bool:

@@ -6,11 +6,13 @@ import dataclasses
 import random
 from fractions import Fraction
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from kai.engine import cycle
 from kai.engine.budget import OVER_LIMIT
-from kai.engine.cycle import LONE_POD, run_cycle
+from kai.engine.cycle import ALL_PLACED, LONE_POD, run_cycle
 from kai.engine.explain import NOT_ENOUGH_PODS
 from kai.engine.model import EngineConfig, PodGroup, SetAside
 from tests.unit.engine.builders import group, node, pod, queue, snapshot
@@ -46,9 +48,10 @@ def test_gang_that_lacks_pods_says_how_many() -> None:
 
 def test_a_lone_pod_is_placed_by_the_greedy_pass_and_two_pods_by_the_solver() -> None:
     """One pod in view: its greedy placement is the best there is, so no model is built
-    (a live cluster's usual cycle); a second pod brings the solver back."""
+    (a live cluster's usual cycle); a second pod brings the solver back when the greedy
+    pass could not place both."""
     running = [pod(f"r{i}", f"r{i}", gpus=i + 1, node_name=f"n{i}") for i in range(3)]
-    pending = [pod("new", "new", portion=Fraction(1, 2)), pod("next", "next", gpus=2)]
+    pending = [pod("new", "new", portion=Fraction(1, 2)), pod("next", "next", gpus=4)]
     groups = [group(p.name, "q") for p in (*running, *pending)]
     nodes = [node(f"n{i}", gpus=4) for i in range(3)]
     lone = snapshot(nodes, [*running, pending[0]], groups[:4], [queue("q")])
@@ -57,7 +60,43 @@ def test_a_lone_pod_is_placed_by_the_greedy_pass_and_two_pods_by_the_solver() ->
     assert solved.bindings == greedy.bindings and len(solved.bindings) == 1
     assert solved.report.gpus_bound == solved.report.gpus_engine == Fraction(1, 2)
     both = run_cycle(snapshot(nodes, [*running, *pending], groups, [queue("q")]), FAST)
-    assert both.report.status in ("OPTIMAL", "FEASIBLE") and len(both.bindings) == 2
+    assert both.report.status in ("OPTIMAL", "FEASIBLE") and len(both.bindings) == 1
+
+
+def test_no_model_is_built_when_the_greedy_pass_placed_every_pod(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every attempt satisfied: no answer can be better in KAI's order, GPUs or pods, and a
+    tie keeps greedy's, so the model would be built for nothing (each cycle of a burst of
+    plain pods on a cluster with room). A gang the greedy pass must refuse still gets it."""
+    built: list[int] = []
+    real_optimize = cycle.optimize
+
+    def counting(*args: object, **kwargs: object) -> object:
+        built.append(1)
+        return real_optimize(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cycle, "optimize", counting)
+    nodes = [node("n0", gpus=8), node("n1", gpus=8)]
+    pods = [pod(f"p{i}", f"p{i}", gpus=2) for i in range(4)]
+    pods += [pod("e0", "elastic", gpus=1), pod("e1", "elastic", gpus=1)]
+    groups = [group(f"p{i}", "q") for i in range(4)] + [group("elastic", "q", min_member=1)]
+    roomy = snapshot(nodes, pods, groups, [queue("q")])
+    solved, greedy = cycle.run_cycle(roomy, FAST), cycle.run_cycle(roomy, GREEDY)
+    assert solved.report.status == cycle.ALL_PLACED and not built
+    assert solved.bindings == greedy.bindings and len(solved.bindings) == 6
+    assert all(solved.accepted) and len(solved.accepted) == 6  # 4 cores, 1 core, 1 elastic pod
+    assert solved.report.gpus_bound == solved.report.gpus_engine == 10
+    # 4, 4, 3, 3, 3, 3 on two nodes of 10: greedy bin-packing strands the last 3
+    exact = [pod(f"x{i}", "gang", gpus=g) for i, g in enumerate((4, 4, 3, 3, 3, 3))]
+    cramped = snapshot(
+        [node("a", gpus=10), node("b", gpus=10)],
+        exact,
+        [group("gang", "q", min_member=6)],
+        [queue("q")],
+    )
+    packed = cycle.run_cycle(cramped, FAST)
+    assert built and packed.report.answer == "cp-sat" and len(packed.bindings) == 6
 
 
 def random_cluster(seed: int) -> tuple[list[object], list[object], list[PodGroup], list[object]]:
@@ -108,6 +147,9 @@ def test_solver_answers_are_valid_and_never_worse_than_greedy_in_kais_order(seed
     offered = [d for d in solved.groups.values() if d.reason not in REFUSED_BEFORE_PLACEMENT]
     if solved.report.status == LONE_POD:  # the greedy answer is the best there is
         assert [p.group for p in pods if p.group in {d.key for d in offered}] == [offered[0].key]
+        assert solved.report.gpus_engine == solved.report.gpus_bound
+    elif solved.report.status == ALL_PLACED:  # nothing left for an answer to place
+        assert all(solved.accepted) and solved.bindings == greedy.bindings
         assert solved.report.gpus_engine == solved.report.gpus_bound
     elif offered:
         assert solved.report.status in ("OPTIMAL", "FEASIBLE"), solved.report

@@ -24,6 +24,9 @@ from tests.unit.engine.builders import group, node, pod, queue, snapshot
 
 CONFIG = EngineConfig(time_limit_seconds=5, solver_workers=1)
 HALF = Fraction(1, 2)
+# A pod that fits on no node of these tests: the greedy pass refuses it, so the model is
+# built (a cycle whose every pod greedy placed does not build it).
+TOO_BIG, TOO_BIG_GROUP = pod("too-big", "too-big", gpus=16), group("too-big", "q")
 
 
 def _record_decoded(monkeypatch: pytest.MonkeyPatch) -> list[Decoded]:
@@ -56,8 +59,9 @@ def test_a_share_whose_device_node_lacks_cpu_goes_to_a_node_of_its_class_that_ha
     pods = [
         pod("big", "g1", portion=HALF, cpu=4000),
         pod("small", "g2", portion=HALF, cpu=100),
+        TOO_BIG,
     ]
-    groups = [group("g1", "q"), group("g2", "q")]
+    groups = [group("g1", "q"), group("g2", "q"), TOO_BIG_GROUP]
     decoded = _record_decoded(monkeypatch)
     result = run_cycle(snapshot(nodes, pods, groups, [queue("q")]), CONFIG)
     assert len(decoded) == 1
@@ -78,7 +82,11 @@ def test_a_pod_its_class_cannot_seat_goes_to_a_node_of_another_class(
         node("a2", gpus=1, cpu=1000),
         node("b", gpus=2, cpu=8000),
     ]
-    pods = [pod("first", "gang", gpus=1, cpu=3000), pod("second", "gang", gpus=1, cpu=3000)]
+    pods = [
+        pod("first", "gang", gpus=1, cpu=3000),
+        pod("second", "gang", gpus=1, cpu=3000),
+        TOO_BIG,
+    ]
     real_solve = optimize_module.solve
 
     def both_on_the_a_class(allocation: AllocationModel, *args: Any) -> SolverAnswer | None:
@@ -92,7 +100,7 @@ def test_a_pod_its_class_cannot_seat_goes_to_a_node_of_another_class(
 
     monkeypatch.setattr(optimize_module, "solve", both_on_the_a_class)
     decoded = _record_decoded(monkeypatch)
-    groups = [group("gang", "q", min_member=2)]
+    groups = [group("gang", "q", min_member=2), TOO_BIG_GROUP]
     run_cycle(snapshot(nodes, pods, groups, [queue("q")]), CONFIG)
     assert len(decoded) == 1
     assert decoded[0].dropped == []
@@ -110,8 +118,8 @@ def test_a_solver_answer_that_chose_as_greedy_did_is_a_tie_without_decoding(
 
     monkeypatch.setattr(optimize_module, "decode", no_decoding)
     nodes = [node("a", gpus=2)]
-    pods = [pod("first", "g1", gpus=1), pod("second", "g2", gpus=1)]
-    groups = [group("g1", "q"), group("g2", "q")]
+    pods = [pod("first", "g1", gpus=1), pod("second", "g2", gpus=1), TOO_BIG]
+    groups = [group("g1", "q"), group("g2", "q"), TOO_BIG_GROUP]
     result = run_cycle(snapshot(nodes, pods, groups, [queue("q")]), CONFIG)
     assert result.report.greedy_kept_on_tie
     assert result.report.answer == "greedy"
