@@ -4,6 +4,12 @@ Events are queued during a cycle and sent together at its end. Callers decide
 when something is worth an event (on a change, not every cycle); this module
 bounds how many go out per cycle, so a cluster of pending pods whose message keeps
 changing cannot flood the API server.
+
+While a burst of new pods lasts (the cycle left pods for the next ones), the
+`Scheduled` events are held and sent with the first flush after it: each is one
+more write per bound pod on the API server the burst's binds are waiting for (a
+PodGroup, a Binding and the event: a third of a burst's writes). An event keeps the
+time it was recorded at, so the pod's history reads the same, only later.
 """
 
 from __future__ import annotations
@@ -50,16 +56,24 @@ class InvolvedObject:
 
 
 class EventRecorder:
-    """Queues events during a cycle and sends at most `per_cycle` of them on flush."""
+    """Queues events during a cycle and sends at most `per_cycle` of them on flush; holds
+    at most `held_limit` Scheduled events while a burst lasts."""
 
     def __init__(
-        self, kube: Kube, instance: str, per_cycle: int = 500, concurrency: int = 16
+        self,
+        kube: Kube,
+        instance: str,
+        per_cycle: int = 500,
+        concurrency: int = 16,
+        held_limit: int = 10_000,
     ) -> None:
         self._kube = kube
         self._instance = instance
         self._per_cycle = per_cycle
         self._concurrency = concurrency
+        self._held_limit = held_limit
         self._queued: list[dict[str, Any]] = []
+        self._held: list[dict[str, Any]] = []
         self.dropped = 0
 
     def record(self, about: InvolvedObject, kind: str, reason: str, message: str) -> None:
@@ -92,11 +106,23 @@ class EventRecorder:
         )
 
     def discard(self) -> None:
-        """Forget the queued events unsent: a replica that lost the Lease writes nothing."""
+        """Forget the queued and held events unsent: a replica that lost the Lease writes
+        nothing."""
         self._queued = []
+        self._held = []
 
-    async def flush(self) -> None:
+    async def flush(self, burst_continues: bool = False) -> None:
+        """Send the cycle's events; while a burst continues, hold its Scheduled events, and
+        send those held once it has ended."""
         queued, self._queued = self._queued, []
+        if burst_continues:
+            scheduled = [event for event in queued if event["reason"] == SCHEDULED]
+            room = max(self._held_limit - len(self._held), 0)
+            self._held.extend(scheduled[:room])
+            self.dropped += len(scheduled) - min(len(scheduled), room)
+            queued = [event for event in queued if event["reason"] != SCHEDULED]
+        else:
+            queued, self._held = [*self._held, *queued], []
         writes = [(index, _creator(self._kube, event)) for index, event in enumerate(queued)]
         failures = await run_bounded(writes, self._concurrency)
         for error in list(failures.values())[:3]:

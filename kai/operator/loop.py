@@ -329,7 +329,8 @@ class SchedulingLoop:
                 )
             after = _with_binds(snapshot, bound)
             shares = queue_shares(after)
-            decisions = statuses_to_write(result.groups, burst_continues=plans.deferred > 0)
+            burst_continues = plans.deferred > 0
+            decisions = statuses_to_write(result.groups, burst_continues)
             self._metrics.forget_pod_groups(view.pod_groups.keys())
             if self._unserved is not None:
                 with _timed(timings, "unserved-pools"):
@@ -342,7 +343,9 @@ class SchedulingLoop:
             with _timed(timings, "previous-status"):
                 if self._trailing is not None:
                     await self._trailing
-            self._trailing = asyncio.ensure_future(self._publish(after, shares, decisions, now))
+            self._trailing = asyncio.ensure_future(
+                self._publish(after, shares, decisions, now, burst_continues)
+            )
         elapsed = time.monotonic() - began
         self._record(timings, elapsed, shares, result.groups)
         log.info(
@@ -379,13 +382,15 @@ class SchedulingLoop:
         shares: Mapping[str, QueueShare],
         decisions: Mapping[str, GroupDecision],
         now: datetime,
+        burst_continues: bool,
     ) -> None:
         """A cycle's status and events, against the cache as it is when they are written;
-        nothing once the Lease is lost (a replica that does not lead writes nothing)."""
+        nothing once the Lease is lost (a replica that does not lead writes nothing). While
+        a burst continues, its Scheduled events wait for its end (kai.operator.events)."""
         if self._is_leader():
             await self._status.publish(self._cache.view(), after, shares, decisions, now)
         if self._is_leader():
-            await self._events.flush()
+            await self._events.flush(burst_continues)
         else:
             self._events.discard()
 

@@ -3,10 +3,13 @@
 With `burst_pods` = 5 and 12 pending pods, no cycle binds more than 5, the cycles
 bind the pods in the order they were created, a pod that does not fit, left
 for a later cycle by the bound, still gets its reason, and the status of the
-groups bound during the burst is written once it is over.
+groups bound during the burst, and their pods' Scheduled events, are written once
+it is over.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from kai_operator_support import (
     bound_pods,
@@ -79,5 +82,24 @@ async def test_a_burst_is_bound_a_bounded_number_per_cycle_in_order(
                 return sum(1 for a in allocated if a.get("nvidia.com/gpu") == "1") == FITTING
 
             await wait_for("every bound group's status", bound_groups_show_their_gpu)
+
+            async def scheduled_events() -> list[Any]:
+                events = (await core.list_namespaced_event(namespace)).items
+                return [e for e in events if e.reason == "Scheduled"]
+
+            async def every_pod_told() -> bool:  # held while the burst lasted, then sent
+                told = {e.involved_object.name for e in await scheduled_events()}
+                return told == set(names)
+
+            await wait_for("a Scheduled event for every bound pod", every_pod_told)
+            pods = (await core.list_namespaced_pod(namespace)).items
+            last_bind = max(
+                c.last_transition_time
+                for p in pods
+                for c in p.status.conditions or []
+                if c.type == "PodScheduled" and c.status == "True"
+            )
+            # none went out before the burst's last bind (the API keeps whole seconds)
+            assert all(e.metadata.creation_timestamp >= last_bind for e in await scheduled_events())
     finally:
         await delete_queue(api, queue)
