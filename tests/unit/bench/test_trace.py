@@ -333,9 +333,10 @@ def test_the_other_shipped_pod_lists_are_what_their_readme_says(
 
 
 def test_a_batch_whose_solver_answer_ties_greedys_counts_a_tie() -> None:
-    # Two whole-GPU pods on two one-GPU nodes: the solver can do no better than greedy.
-    pods = [pod("a"), pod("b")]
-    run = run_trace(TraceCluster([node("n1", 1), node("n2", 1)]), pods, 2, SOLVER)
+    # Three whole-GPU pods on two one-GPU nodes: the greedy pass places two (so the model
+    # is built: a cycle greedy placed whole does not build it), the solver no more.
+    pods = [pod("a"), pod("b"), pod("c")]
+    run = run_trace(TraceCluster([node("n1", 1), node("n2", 1)]), pods, 3, SOLVER)
     assert run.answers == {"greedy": 1}
     assert run.ties == 1
-    assert run_trace(TraceCluster([node("n1", 1), node("n2", 1)]), pods, 2, GREEDY).ties == 0
+    assert run_trace(TraceCluster([node("n1", 1), node("n2", 1)]), pods, 3, GREEDY).ties == 0

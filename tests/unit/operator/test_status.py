@@ -152,15 +152,26 @@ def test_group_totals_count_pods_as_kais_pod_group_controller_does() -> None:
         pod("failed", "np", cpu=6400, node_name="n1", phase=PodPhase.FAILED),
         pod("train", "pre", gpus=2, cpu=100, node_name="n1"),
         pod("half", "pre", portion=Fraction(1, 2), cpu=100, node_name="n1"),
+        # Groups of one pod (every plain pod's) are counted the same.
+        pod("alone-np", "one-np", gpus=1, cpu=100, node_name="n1"),
+        pod("alone-share", "one-pre", portion=Fraction(1, 4), cpu=100, node_name="n1"),
+        pod("alone-waiting", "one-waiting", cpu=300),
+        pod("alone-done", "one-done", cpu=300, node_name="n1", phase=PodPhase.SUCCEEDED),
     ]
-    after = Snapshot(
-        (node("n1"),),
-        tuple(pods),
-        (group("np", "q", preemptible=False), group("pre", "q")),
-        (),
-        NOW,
+    groups = (
+        group("np", "q", preemptible=False),
+        group("pre", "q"),
+        group("one-np", "q", preemptible=False),
+        *(group(name, "q") for name in ("one-pre", "one-waiting", "one-done")),
     )
+    after = Snapshot((node("n1"),), tuple(pods), groups, (), NOW)
     totals = group_totals(after)
+    one_gpu = Resources(Fraction(1), Fraction(100), Fraction(GI))
+    assert totals["ns/one-np"] == StatusTotals(one_gpu, one_gpu, one_gpu)
+    share = Resources(Fraction(1, 4), Fraction(100), Fraction(GI))
+    assert totals["ns/one-pre"] == StatusTotals(share, Resources(), share)
+    assert totals["ns/one-waiting"] == StatusTotals(Resources(), Resources(), cpu(300))
+    assert "ns/one-done" not in totals
     allocated = cpu(100) + cpu(800)
     assert totals["ns/np"] == StatusTotals(
         allocated, allocated, cpu(100) + cpu(200) + cpu(400) + cpu(800) + cpu(1600)
