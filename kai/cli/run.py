@@ -54,7 +54,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--write-concurrency",
         type=_positive,
-        default=16,
+        default=32,
         help="PodGroup, status and event writes in flight at once",
     )
     parser.add_argument(

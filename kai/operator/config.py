@@ -47,7 +47,7 @@ class OperatorConfig:
     burst_pods: int = 500
     """New pods one cycle groups and schedules at most; the rest go to the next (0: no bound)."""
     bind_concurrency: int = 32
-    write_concurrency: int = 16
+    write_concurrency: int = 32
     namespace: str = field(default_factory=default_namespace)
     identity: str = field(default_factory=default_identity)
     leader_election: bool = True
