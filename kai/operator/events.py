@@ -119,7 +119,7 @@ class EventRecorder:
             scheduled = [event for event in queued if event["reason"] == SCHEDULED]
             room = max(self._held_limit - len(self._held), 0)
             self._held.extend(scheduled[:room])
-            self.dropped += len(scheduled) - min(len(scheduled), room)
+            self.dropped += max(len(scheduled) - room, 0)
             queued = [event for event in queued if event["reason"] != SCHEDULED]
         else:
             queued, self._held = [*self._held, *queued], []

@@ -135,14 +135,6 @@ class _TotalsSum:
         self.allocated_non_preemptible.add(totals.allocated_non_preemptible)
         self.requested.add(totals.requested)
 
-    def count(self, amount: Resources, on_node: bool, preemptible: bool) -> None:
-        """One pod of a group: requested always, allocated when it is on its node."""
-        self.requested.add(amount)
-        if on_node:
-            self.allocated.add(amount)
-            if not preemptible:
-                self.allocated_non_preemptible.add(amount)
-
     def total(self) -> StatusTotals:
         return StatusTotals(
             self.allocated.total(), self.allocated_non_preemptible.total(), self.requested.total()
@@ -159,7 +151,7 @@ def group_totals(after: Snapshot) -> dict[str, StatusTotals]:
     nodes = {node.name: node for node in after.nodes}
     preemptible = {group.key: group.preemptible for group in after.pod_groups}
     default_memory = accounting_device_memory(after)
-    alone: dict[str, tuple[Resources, bool]] = {}  # the group's one pod so far
+    alone: dict[str, StatusTotals] = {}  # the group's one pod so far
     sums: dict[str, _TotalsSum] = {}
     for pod in after.pods:
         if pod.group not in preemptible or pod.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED):
@@ -171,20 +163,18 @@ def group_totals(after: Snapshot) -> dict[str, StatusTotals]:
         on_node = pod.phase is PodPhase.BOUND or (
             pod.phase is PodPhase.RELEASING and pod.node is not None
         )
+        allocated = amount if on_node else _NOTHING
+        totals = StatusTotals(allocated, _NOTHING if preemptible[pod.group] else allocated, amount)
         group = sums.get(pod.group)
         if group is None:
             first = alone.pop(pod.group, None)
             if first is None:
-                alone[pod.group] = (amount, on_node)
+                alone[pod.group] = totals
                 continue
             group = sums[pod.group] = _TotalsSum()
-            group.count(*first, preemptible[pod.group])
-        group.count(amount, on_node, preemptible[pod.group])
-    totals = {key: group.total() for key, group in sums.items()}
-    for key, (amount, on_node) in alone.items():
-        allocated = amount if on_node else _NOTHING
-        totals[key] = StatusTotals(allocated, _NOTHING if preemptible[key] else allocated, amount)
-    return totals
+            group.add(first)
+        group.add(totals)
+    return {**alone, **{key: group.total() for key, group in sums.items()}}
 
 
 def queue_statuses(
