@@ -295,7 +295,7 @@ class SchedulingLoop:
                 held=self._backoff.held(time.monotonic()),
             )
             # The new groups are written once the engine has decided; each pod's bind waits for its own.
-            async with self._grouper.writes(view, plans.new) as grouping:
+            async with self._grouper.writes(view, plans) as grouping:
                 with _timed(timings, "snapshot"):
                     snapshot = self._builder.build(without_pods(view, foreign), overlay, now)
                 with _timed(timings, "allocate"):

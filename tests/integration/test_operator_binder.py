@@ -1,6 +1,6 @@
 """The binder against the real API server: what its answers mean, and faults kept to one pod.
 
-The binder (and, for gangs, the pod grouper's writes) runs here on its own, on a
+The binder (and, for new groups and gangs, the pod grouper's writes) runs here on its own, on a
 real client, so each test can set up the exact case: a pod bound elsewhere,
 replaced, gated or being deleted; a leader that learns it lost the Lease halfway;
 a sub-group label patch refused by an admission policy; one bind or eviction that
@@ -23,7 +23,7 @@ import pytest_asyncio
 from kai_operator_support import unique, wait_for
 
 from kai.api.constants import SUBGROUP_LABEL
-from kai.api.podgroups import parse_pod_group
+from kai.api.podgroups import LAST_START_ANNOTATION, parse_pod_group
 from kai.api.pods import parse_pod
 from kai.engine.cycle import Binding
 from kai.engine.evictions.decisions import Action, Eviction
@@ -35,7 +35,7 @@ from kai.operator.binder import Binder, BindReport, Held, still_held
 from kai.operator.cache import ClusterCache, ClusterView
 from kai.operator.events import EventRecorder
 from kai.operator.gpu_sharing import GpuSharing
-from kai.operator.pod_grouper import GroupWrites
+from kai.operator.group_writes import GroupWrites, Written
 from kai.operator.snapshot import Assumed
 from kai.testing.controlplane import ClusterAccess
 from kai.testing.fakes import GpuNode, NodeFactory
@@ -327,6 +327,93 @@ async def test_a_grouping_write_that_raises_holds_back_only_its_gang(kit: Kit) -
     assert report.held_back == {f"{kit.namespace}/gang": [f"{kit.namespace}/{n}" for n in GANG]}
     assert set(report.bound) == {f"{kit.namespace}/loner"}
     assert [name for name in (*GANG, "loner") if await kit.node_of(name)] == ["loner"]
+
+
+async def test_a_group_bound_during_a_burst_is_owed_and_written_after_it(kit: Kit) -> None:
+    """While a burst continues, a new group whose pod is bound is not written in the cycle:
+    the bind carries the annotation at once, and the group, with its start, comes in the
+    first cycle after the burst."""
+    manifest = await kit.make_pod("burst-0")
+    plan = _single_plan(kit.namespace, "pg-burst-0")
+    key = f"{kit.namespace}/burst-0"
+    group_path = f"/apis/scheduling.run.ai/v2alpha2/namespaces/{kit.namespace}/podgroups/pg-burst-0"
+    starts = {f"{kit.namespace}/pg-burst-0": {LAST_START_ANNOTATION: "2026-12-04T10:00:00Z"}}
+    settled: list[tuple[str, PodGroupPlan, Written]] = []
+    view = _view(kit, {"burst-0": manifest})
+    writes = GroupWrites(
+        kit.kube, view, {key: plan}, 4, lambda k, _, p, w: settled.append((k, p, w)), defer=True
+    )
+    async with writes as grouping:
+        grouping.decided([key], starts)
+        report = await _bind_planned(kit, grouping, {key: plan}, view)
+        await grouping.finish(report.bound.keys())
+    assert await kit.node_of("burst-0") == kit.nodes[0]
+    bound = await kit.kube.get(kit.pod_path("burst-0"))
+    assert bound["metadata"]["annotations"]["pod-group-name"] == "pg-burst-0"
+    with pytest.raises(ApiError) as missing:
+        await kit.kube.get(group_path)
+    assert missing.value.status == 404
+    ((settled_key, owed, outcome),) = settled
+    assert (settled_key, outcome) == (key, Written.GROUP_OWED)
+    assert owed.manifest["metadata"]["annotations"] == starts[f"{kit.namespace}/pg-burst-0"]
+    assert grouping.stamped == starts  # the create to come carries it: no patch
+
+    written: list[tuple[str, bool]] = []
+    after = GroupWrites(
+        kit.kube, _view(kit, {}), {}, 4, lambda *_: None,
+        owed={f"{kit.namespace}/pg-burst-0": owed}, settle_owed=lambda g, ok: written.append((g, ok)),
+    )  # fmt: skip
+    async with after as grouping:
+        grouping.decided([], {})
+        await grouping.finish([])
+    assert written == [(f"{kit.namespace}/pg-burst-0", True)]
+    group = await kit.kube.get(group_path)
+    assert group["metadata"]["annotations"][LAST_START_ANNOTATION] == "2026-12-04T10:00:00Z"
+
+
+async def test_a_group_bound_whole_outside_a_burst_is_written_after_its_bind(kit: Kit) -> None:
+    """Its bind does not wait for its create; the cycle still ends with both written. A pod
+    of such a group that is not bound after all gets its group and its annotation patched."""
+    manifests = {name: await kit.make_pod(name) for name in ("after-0", "after-1")}
+    plans = {f"{kit.namespace}/{n}": _single_plan(kit.namespace, f"pg-{n}") for n in manifests}
+    await kit.kube.delete(kit.pod_path("after-1"))  # its bind fails: the pod is gone
+    settled: dict[str, Written] = {}
+    view = _view(kit, manifests)
+    writes = GroupWrites(kit.kube, view, plans, 4, lambda k, _, p, w: settled.update({k: w}))
+    async with writes as grouping:
+        grouping.decided(list(plans), {})
+        report = await _bind_planned(kit, grouping, plans, view)
+        await grouping.finish(report.bound.keys())
+    assert set(report.bound) == {f"{kit.namespace}/after-0"}
+    assert settled[f"{kit.namespace}/after-0"] is Written.ALL
+    assert settled[f"{kit.namespace}/after-1"] is Written.GROUP_ONLY  # the patch found no pod
+    collection = f"/apis/scheduling.run.ai/v2alpha2/namespaces/{kit.namespace}/podgroups"
+    names = {g["metadata"]["name"] for g in (await kit.kube.get(collection))["items"]}
+    assert {"pg-after-0", "pg-after-1"} <= names
+
+
+async def _bind_planned(
+    kit: Kit, grouping: GroupWrites, plans: Mapping[str, PodGroupPlan], view: ClusterView
+) -> BindReport:
+    """Bind each planned pod, a gang of one each, to the first node, as the cycle does."""
+    pods: dict[str, Pod] = {}
+    groups: dict[str, PodGroup] = {}
+    for key, plan in plans.items():
+        group = parse_pod_group(plan.manifest, {})
+        pods[key] = parse_pod(grouped_manifest(view.pods[key], plan), group.key)
+        groups[group.key] = group
+    bindings = [Binding(key, kit.nodes[0], Fraction(0), ()) for key in pods]
+    return await kit.binder().bind(bindings, pods, groups, view.pods, {}, grouping.annotations)
+
+
+def _single_plan(namespace: str, name: str) -> PodGroupPlan:
+    manifest: PodGroupManifest = {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"minMember": 1, "queue": QUEUE},
+    }
+    return PodGroupPlan(name, namespace, manifest, {"pod-group-name": name}, {})
 
 
 GANG = ("worker-0", "worker-1", "worker-2")

@@ -4,7 +4,8 @@ With `burst_pods` = 5 and 12 pending pods, no cycle binds more than 5, the cycle
 bind the pods in the order they were created, a pod that does not fit, left
 for a later cycle by the bound, still gets its reason, and the status of the
 groups bound during the burst, and their pods' Scheduled events, are written once
-it is over.
+it is over. The groups of the pods a cycle binds during the burst are written
+after it, each with the start timestamp of its bind.
 """
 
 from __future__ import annotations
@@ -82,6 +83,13 @@ async def test_a_burst_is_bound_a_bounded_number_per_cycle_in_order(
                 return sum(1 for a in allocated if a.get("nvidia.com/gpu") == "1") == FITTING
 
             await wait_for("every bound group's status", bound_groups_show_their_gpu)
+            # Written after the burst (kai.operator.group_writes), each with its start.
+            starts = [
+                (g["metadata"].get("annotations") or {}).get("kai.scheduler/last-start-timestamp")
+                for g in await list_pod_groups(api, namespace)
+                if g["metadata"]["ownerReferences"][0]["name"] in names
+            ]
+            assert len(starts) == FITTING and all(starts)
 
             async def scheduled_events() -> list[Any]:
                 events = (await core.list_namespaced_event(namespace)).items

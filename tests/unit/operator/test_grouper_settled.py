@@ -15,7 +15,8 @@ from kai.api.constants import default_priority_classes
 from kai.kube.owners import OwnerReader
 from kai.operator.cache import ClusterView
 from kai.operator.events import EventRecorder
-from kai.operator.pod_grouper import PodGrouper, Written
+from kai.operator.group_writes import Written
+from kai.operator.pod_grouper import PodGrouper
 
 
 def _pod(annotations: dict[str, str] | None = None) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from kai.engine.model import EngineConfig, PodPhase, SetAside, Topology, Topolog
 from kai.grouping import PodGroupPlan
 from kai.kube.informer import Store
 from kai.operator.cache import ClusterView
-from kai.operator.pod_grouper import update_patch
+from kai.operator.group_writes import update_patch
 from kai.operator.snapshot import INVALID_POD_GROUP, Assumed, Overlay, SnapshotBuilder
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
