@@ -32,6 +32,10 @@ Streams: the scheduler starts and binds one warm-up pod; then pods are created
 at `--stream-rate` per second; each pod's latency is from its create request to
 its bind, and time to first bind is from the first create.
 
+kai binds a new group before it writes the group (after the burst, in a burst),
+so its bursts also report when the last pod's PodGroup was seen
+(`groupsWrittenSeconds`, from a second watch started with the first).
+
 Each burst also reports the CPU seconds that the scheduler, kube-apiserver and
 etcd used during its measured time (`cpuSeconds`), which says where the time
 went on a machine they all share. After each burst the scheduler keeps running
@@ -68,6 +72,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.timing import nearest_rank
+from kai.api.constants import SCHEDULER_NAME
 from kai.api.shards import NODE_POOL_LABEL_KEY
 from kai.kube.client import ApiError, Kube, connect
 from kai.testing.binaries import default_repo_root, locate_binaries
@@ -218,20 +223,25 @@ def _names(prefix: str, count: int) -> list[str]:
     return [f"{prefix}-{index:05d}" for index in range(count)]
 
 
-class BindWatch:
-    """When this process first saw each pod of the namespace bound (monotonic seconds, by name).
+class FirstSeen:
+    """When this process first saw each pod of the namespace reach a state (monotonic
+    seconds, by pod name): `reached` gives the pod's name once an object of `path` shows it.
 
     One watch for the whole benchmark, started before any scheduler, so every side's
-    binds are seen the same way and the pods' own (one-second) timestamps are not needed.
+    writes are seen the same way and the objects' own (one-second) timestamps are not needed.
     """
 
-    def __init__(self, kube: Kube) -> None:
+    def __init__(
+        self, kube: Kube, path: str, reached: Callable[[Mapping[str, Any]], str | None]
+    ) -> None:
         self._kube = kube
+        self._path = path
+        self._reached = reached
         self.bound: dict[str, float] = {}
         self._seen = asyncio.Event()
 
     async def run(self) -> None:
-        path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+        path = self._path
         while True:
             listing = await self._kube.get(path)
             for pod in listing["items"]:
@@ -249,14 +259,14 @@ class BindWatch:
             except ApiError as error:
                 log(f"  watch restarts: {error}")
 
-    def _see(self, pod: Mapping[str, Any]) -> None:
-        name = pod["metadata"]["name"]
-        if (pod.get("spec") or {}).get("nodeName") and name not in self.bound:
+    def _see(self, found: Mapping[str, Any]) -> None:
+        name = self._reached(found)
+        if name is not None and name not in self.bound:
             self.bound[name] = time.monotonic()
             self._seen.set()
 
     async def wait(self, names: Collection[str], timeout: float) -> None:
-        """Until every one of `names` is bound; TimeoutError naming how far it got."""
+        """Until every one of `names` is seen; TimeoutError naming how far it got."""
         deadline = time.monotonic() + timeout
         while (done := sum(1 for name in names if name in self.bound)) < len(names):
             self._seen.clear()
@@ -264,11 +274,33 @@ class BindWatch:
                 await asyncio.wait_for(self._seen.wait(), deadline - time.monotonic())
             except TimeoutError:
                 raise TimeoutError(
-                    f"only {done} of {len(names)} pods bound after {timeout:g}s"
+                    f"only {done} of {len(names)} pods seen after {timeout:g}s ({self._path})"
                 ) from None
 
     def times(self, names: Iterable[str]) -> list[float]:
         return [self.bound[name] for name in names]
+
+
+def bind_watch(kube: Kube) -> FirstSeen:
+    """Each pod's bind: the first time it is seen with a node."""
+
+    def bound(pod: Mapping[str, Any]) -> str | None:
+        return str(pod["metadata"]["name"]) if (pod.get("spec") or {}).get("nodeName") else None
+
+    return FirstSeen(kube, f"/api/v1/namespaces/{NAMESPACE}/pods", bound)
+
+
+def group_watch(kube: Kube) -> FirstSeen:
+    """Each pod's PodGroup: when a group owned by the pod (kai's grouper makes one a plain
+    pod, owned by it) is first seen."""
+
+    def owner(group: Mapping[str, Any]) -> str | None:
+        references = group["metadata"].get("ownerReferences") or []
+        return str(references[0]["name"]) if references else None
+
+    return FirstSeen(
+        kube, f"/apis/scheduling.run.ai/v2alpha2/namespaces/{NAMESPACE}/podgroups", owner
+    )
 
 
 async def _delete_pods(kube: Kube) -> None:
@@ -503,7 +535,8 @@ def interleaved(sides: Sequence[Side], runs: int) -> list[tuple[int, Side]]:
 
 async def _burst(
     kube: Kube,
-    watch: BindWatch,
+    watch: FirstSeen,
+    groups: FirstSeen,
     side: Side,
     run: int,
     args: argparse.Namespace,
@@ -534,6 +567,9 @@ async def _burst(
             cpu["scheduler"] = round(sum(by_pool.values()), 1)
             cpu["shards"] = by_pool
             cycles = {"shards": {shard.pool: await _cycle_seconds(shard.port) for shard in shards}}
+        if side.scheduler == SCHEDULER_NAME:  # kai writes each pod's group, after its bind
+            await groups.wait(names, args.timeout)
+            cycles["groupsWrittenSeconds"] = round(max(groups.times(names)) - began, 2)
         idle = {}
         if process is not None and args.idle_seconds > 0:
             port = metrics_port if side.name == "kai" else None
@@ -561,7 +597,7 @@ async def _burst(
 
 
 async def _wait_bound(
-    watch: BindWatch,
+    watch: FirstSeen,
     names: Collection[str],
     timeout: float,
     processes: Sequence[subprocess.Popen[bytes]],
@@ -603,7 +639,7 @@ async def _bind_all(kube: Kube, names: Sequence[str], nodes: int) -> None:
 
 
 async def _stream(
-    kube: Kube, watch: BindWatch, side: Side, run: int, args: argparse.Namespace
+    kube: Kube, watch: FirstSeen, side: Side, run: int, args: argparse.Namespace
 ) -> dict[str, Any]:
     """Pods created at a fixed rate while the scheduler runs: each one's creation-to-bind latency.
 
@@ -655,7 +691,7 @@ def summarize_bursts(pods: int, rows: Sequence[Mapping[str, Any]]) -> dict[str, 
         "podsBoundPerSecond": round(pods / seconds, 1),
         "seconds": round(seconds, 2),
     }
-    for figure in ("firstBindSeconds", "firstBindAfterCycleStartSeconds"):
+    for figure in ("firstBindSeconds", "firstBindAfterCycleStartSeconds", "groupsWrittenSeconds"):
         if all(figure in row for row in rows):
             summary[figure] = round(statistics.median(row[figure] for row in rows), 2)
     idle = [row["idle"] for row in rows if "idle" in row]
@@ -754,12 +790,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             kube = Kube(client)
             log(f"creating {args.nodes} nodes ({gpus_per_node} GPUs each)")
             await _prepare(kube, client, args.nodes, gpus_per_node, args.shards)
-            watch = BindWatch(kube)
-            watching = asyncio.create_task(watch.run())
+            watch, groups = bind_watch(kube), group_watch(kube)
+            watching = [asyncio.create_task(watch.run()), asyncio.create_task(groups.run())]
             try:
-                result = await _runs(kube, watch, args, port, burst_sides, sides)
+                result = await _runs(kube, watch, groups, args, port, burst_sides, sides)
             finally:
-                watching.cancel()
+                for task in watching:
+                    task.cancel()
         shards = {"shards": args.shards} if args.shards > 1 else {}
         return {
             "bench": "e2e", "nodes": args.nodes, "gpusPerNode": gpus_per_node, **shards, **result
@@ -768,7 +805,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 async def _runs(
     kube: Kube,
-    watch: BindWatch,
+    watch: FirstSeen,
+    groups: FirstSeen,
     args: argparse.Namespace,
     port: int,
     burst_sides: Sequence[Side],
@@ -784,7 +822,7 @@ async def _runs(
                 await _label_nodes(kube, args.nodes, side.shards)
                 layout = side.shards
             log(f"burst {run}: {side.name}, {args.pods} pods")
-            row = await _burst(kube, watch, side, run, args, port)
+            row = await _burst(kube, watch, groups, side, run, args, port)
             log(f"  {row}")
             bursts[side.name].append(row)
         for name, rows in bursts.items():
@@ -828,6 +866,8 @@ def _print_table(result: Mapping[str, Any]) -> None:
                     f"{'':15} first bind {row['firstBindAfterCycleStartSeconds']} s"
                     " after its first cycle began"
                 )
+            if "groupsWrittenSeconds" in row:
+                print(f"{'':15} every pod's PodGroup written at {row['groupsWrittenSeconds']} s")
             if "idle" in row:
                 print(f"{'':15} idle: {row['idle']}")
             for pool, cycles in (row.get("shardCycles") or {}).items():
