@@ -1,12 +1,11 @@
 """One cycle's grouping writes: the new PodGroups, the pods' annotations, in the binder's order.
 
 A new group whose pods the cycle binds, all of them, by bindings that carry the
-pod's annotation is written after those binds instead of before: the binds do
-not wait for a create each (a PodGroup create costs the API server about as much
-as a bind), and while a burst continues (more new pods wait than a cycle takes
-on) it is not written in the cycle at all but owed, and written by the first
-cycle after the burst, so that a burst's binds share the API server with nothing
-else. Until the cache shows such a group, the pod grouper lays its plan over the
+pod's annotation does not hold those binds back: its create goes out beside them
+instead of before them (a PodGroup create costs the API server about as much as
+a bind), and while a burst continues (more new pods wait than a cycle takes on)
+it is not written in the cycle at all but owed, and written by the first cycle
+after the burst, so that a burst's binds share the API server with nothing else. Until the cache shows such a group, the pod grouper lays its plan over the
 cache, so its pods count toward their queue from their bind on; a scheduler
 stopped before it wrote one leaves a bound pod that names a group the cluster
 lacks, and the grouper plans that pod again (kai.operator.pod_grouper).
@@ -64,14 +63,15 @@ class GroupWrites:
     """One cycle's grouping writes, as an async context that awaits them all on exit.
 
     `decided` is told which pods the cycle binds, in the binder's order, and the
-    start timestamps of the groups it binds; it starts the writes that must come
-    before binds, at most `concurrency` at once. The binder asks `annotations(pod)`
-    before each bind: it answers what the binding must carry once the pod may be
-    bound (waiting for the pod's group where it is written first), or None when the
-    group could not be written. `finish` is told which pods were bound: it writes the
-    groups that come after their binds (or owes them, `defer`), the groups `owed` by
-    an earlier burst (unless `defer`), and the annotations the bindings did not carry,
-    and waits for every write. On exit each pod's outcome goes to `settle` and each
+    start timestamps of the groups it binds; it starts the group writes, at most
+    `concurrency` at once, those the binder needs first first, but for the groups a
+    burst defers (`defer`). The binder asks `annotations(pod)` before each bind: it
+    answers what the binding must carry once the pod may be bound (waiting for the
+    pod's group unless its binds need not), or None when the group could not be
+    written. `finish` is told which pods were bound: it owes the deferred groups whose
+    pods were all bound and writes the others, writes the groups `owed` by an earlier
+    burst (unless `defer`) and the annotations the bindings did not carry, and waits
+    for every write. On exit each pod's outcome goes to `settle` and each
     owed group's (written or not) to `settle_owed`. `stamped` says which creates
     carried (or, owed, will carry) a start timestamp.
     """
@@ -102,7 +102,7 @@ class GroupWrites:
         self._owed_writes: dict[str, asyncio.Task[bool]] = {}
         self._patches: dict[str, asyncio.Task[bool]] = {}
         self._carried: set[str] = set()
-        self._after_binds: dict[str, list[str]] = {}  # group key -> its pods, all carried
+        self._unawaited: dict[str, list[str]] = {}  # group key -> its pods, all carried
         self._starts: Mapping[str, Mapping[str, str]] = {}
         self._bound: set[str] = set()
         self.stamped: dict[str, Mapping[str, str]] = {}
@@ -129,7 +129,7 @@ class GroupWrites:
             return {}
         if pod_key in self._patches:
             return {} if await self._patches[pod_key] else None
-        if _group_key(plan) in self._after_binds:
+        if _group_key(plan) in self._unawaited:
             return plan.pod_annotations
         return plan.pod_annotations if await self._groups[_group_key(plan)] else None
 
@@ -137,7 +137,7 @@ class GroupWrites:
         self, binding_order: Sequence[str], starts: Mapping[str, Mapping[str, str]]
     ) -> None:
         """The pods the cycle binds, and PodGroup key -> the start annotations of each group
-        it binds: the writes that come before the binds start."""
+        it binds: the group writes start, and the patches of pods the bindings do not carry."""
         self._starts = starts
         self._carried = {
             key for key in binding_order if key in self._plans and not self._plans[key].pod_labels
@@ -145,7 +145,7 @@ class GroupWrites:
         members: dict[str, list[str]] = {}
         for key, plan in self._plans.items():
             members.setdefault(_group_key(plan), []).append(key)
-        self._after_binds = {
+        self._unawaited = {
             group: keys
             for group, keys in members.items()
             if all(key in self._carried for key in keys)
@@ -155,20 +155,23 @@ class GroupWrites:
             if planned is None:
                 continue
             group = _group_key(planned)
-            if group not in self._groups and group not in self._after_binds:
+            deferred = self._defer and group in self._unawaited
+            if group not in self._groups and not deferred:
                 self._start_group_write(planned, starts.get(group) or {})
         for key in self._plans:
             if key not in self._carried:
                 self._start_patch(key)
 
     async def finish(self, bound: Collection[str]) -> None:
-        """After the binds: the groups that come after them (owed instead while a burst
-        continues, if all their pods were bound), those owed by an earlier burst, the
-        annotations whose binding was not made; then wait for every write of the cycle."""
+        """After the binds: the deferred groups (owed if all their pods were bound, else
+        written now), those owed by an earlier burst, the annotations whose binding was
+        not made; then wait for every write of the cycle."""
         self._bound = {key for key in bound if key in self._carried}
-        for group, keys in self._after_binds.items():
+        for group, keys in self._unawaited.items():
+            if group in self._groups:  # written beside its binds
+                continue
             starts = self._starts.get(group) or {}
-            if self._defer and all(key in self._bound for key in keys):
+            if all(key in self._bound for key in keys):
                 if starts:
                     self.stamped[group] = starts
                 continue

@@ -4,10 +4,11 @@ For each pod without a `pod-group-name` annotation it reads the owner chain from
 the API server and asks the same pure grouper `kai simulate` uses for the plan.
 Planning writes nothing: the cycle schedules the planned groups at once (the
 snapshot lays the plans over the cache), and only then are they written
-(kai.operator.group_writes): a group the cycle binds whole after its binds, which
-carry the pod's `pod-group-name` annotation (the API server copies a Binding's
-annotations onto the pod in the same write), and while a burst continues after
-the burst; every other group before its pods are bound or annotated. An existing
+(kai.operator.group_writes): a group the cycle binds whole beside its binds,
+which do not wait for it and carry the pod's `pod-group-name` annotation (the API
+server copies a Binding's annotations onto the pod in the same write), and while
+a burst continues after the burst; every other group before its pods are bound
+or annotated. An existing
 group is updated keeping what users and operators may have changed: the queue,
 markUnschedulable, schedulingBackoff, the node-pool and queue labels.
 

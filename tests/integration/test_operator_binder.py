@@ -371,7 +371,7 @@ async def test_a_group_bound_during_a_burst_is_owed_and_written_after_it(kit: Ki
     assert group["metadata"]["annotations"][LAST_START_ANNOTATION] == "2026-12-04T10:00:00Z"
 
 
-async def test_a_group_bound_whole_outside_a_burst_is_written_after_its_bind(kit: Kit) -> None:
+async def test_a_group_bound_whole_outside_a_burst_is_written_beside_its_bind(kit: Kit) -> None:
     """Its bind does not wait for its create; the cycle still ends with both written. A pod
     of such a group that is not bound after all gets its group and its annotation patched."""
     manifests = {name: await kit.make_pod(name) for name in ("after-0", "after-1")}
