@@ -63,6 +63,11 @@ class PodGroupPlan:
     pod_annotations: dict[str, str]
     pod_labels: dict[str, str]
 
+    @property
+    def key(self) -> str:
+        """The PodGroup's "namespace/name", as the cache and the engine key it."""
+        return f"{self.namespace}/{self.name}"
+
 
 @dataclass(frozen=True, slots=True)
 class SubGroupSpec:

@@ -129,9 +129,9 @@ class GroupWrites:
             return {}
         if pod_key in self._patches:
             return {} if await self._patches[pod_key] else None
-        if _group_key(plan) in self._unawaited:
+        if plan.key in self._unawaited:
             return plan.pod_annotations
-        return plan.pod_annotations if await self._groups[_group_key(plan)] else None
+        return plan.pod_annotations if await self._groups[plan.key] else None
 
     def decided(
         self, binding_order: Sequence[str], starts: Mapping[str, Mapping[str, str]]
@@ -144,7 +144,7 @@ class GroupWrites:
         }
         members: dict[str, list[str]] = {}
         for key, plan in self._plans.items():
-            members.setdefault(_group_key(plan), []).append(key)
+            members.setdefault(plan.key, []).append(key)
         self._unawaited = {
             group: keys
             for group, keys in members.items()
@@ -154,7 +154,7 @@ class GroupWrites:
             planned = self._plans.get(key)
             if planned is None:
                 continue
-            group = _group_key(planned)
+            group = planned.key
             deferred = self._defer and group in self._unawaited
             if group not in self._groups and not deferred:
                 self._start_group_write(planned, starts.get(group) or {})
@@ -189,7 +189,7 @@ class GroupWrites:
         )
 
     def _start_group_write(self, plan: PodGroupPlan, starts: Mapping[str, str]) -> None:
-        key = _group_key(plan)
+        key = plan.key
         existing = self._view.pod_groups.get(key)
         write = (
             partial(self._create, key, plan, starts)
@@ -205,11 +205,11 @@ class GroupWrites:
     def _hand_back(self) -> None:
         """Tell the grouper how far each pod got, and which owed groups were written."""
         for key, plan in self._plans.items():
-            group = self._groups.get(_group_key(plan))
+            group = self._groups.get(plan.key)
             patch = self._patches.get(key)
             remembered = plan
             if group is None:  # bound, all its pods, while a burst continues
-                starts = self._starts.get(_group_key(plan)) or {}
+                starts = self._starts.get(plan.key) or {}
                 manifest = _with_annotations(plan.manifest, starts)  # the create to come
                 remembered = dataclasses.replace(plan, manifest=manifest)
                 outcome = Written.GROUP_OWED
@@ -230,7 +230,7 @@ class GroupWrites:
 
     async def _annotate(self, pod_key: str) -> bool:
         plan = self._plans[pod_key]
-        if not await self._groups[_group_key(plan)]:
+        if not await self._groups[plan.key]:
             return False
         pod = self._view.pods[pod_key]
         annotations = (pod.get("metadata") or {}).get("annotations") or {}
@@ -253,10 +253,6 @@ class GroupWrites:
                 log.exception(f"{what} not written; retrying next cycle", key=key)
                 return False
         return True
-
-
-def _group_key(plan: PodGroupPlan) -> str:
-    return f"{plan.namespace}/{plan.name}"
 
 
 def _collection(plan: PodGroupPlan) -> str:

@@ -145,7 +145,7 @@ class PodGrouper:
         if outcome in (Written.ALL, Written.GROUP_OWED):
             self._written[key] = (uid, plan)
         if outcome is Written.GROUP_OWED:
-            self._owed[f"{plan.namespace}/{plan.name}"] = plan
+            self._owed[plan.key] = plan
 
     def _settle_owed(self, group: str, written: bool) -> None:
         if written:
@@ -192,11 +192,12 @@ class PodGrouper:
             pod = view.pods.get(key)
             metadata = (pod or {}).get("metadata") or {}
             annotated = bool((metadata.get("annotations") or {}).get(POD_GROUP_ANNOTATION))
-            group_seen = f"{plan.namespace}/{plan.name}" in view.pod_groups
+            group_seen = plan.key in view.pod_groups
             if pod is None or metadata.get("uid") != uid or (annotated and group_seen):
                 del self._written[key]
-        waited_for = {f"{plan.namespace}/{plan.name}" for _, plan in self._written.values()}
-        self._owed = {key: plan for key, plan in self._owed.items() if key in waited_for}
+        if self._owed:  # a group owed for pods that are all gone is not written
+            waited_for = {plan.key for _, plan in self._written.values()}
+            self._owed = {key: plan for key, plan in self._owed.items() if key in waited_for}
 
     def _forget_reports_of_gone(self, view: ClusterView) -> None:
         """Drop what is remembered about pods that no longer exist (problems, foreign groups)."""

@@ -203,7 +203,7 @@ class SnapshotBuilder:
         classes_version = tuple(sorted(priority_classes.items()))
         manifests: dict[str, Mapping[str, Any]] = dict(view.pod_groups)
         for plan in overlay.plans.values():
-            manifests.setdefault(f"{plan.namespace}/{plan.name}", plan.manifest)
+            manifests.setdefault(plan.key, plan.manifest)
         groups: dict[str, PodGroup] = {}
         for key, manifest in manifests.items():
             parsed = self._groups.get(
@@ -231,9 +231,7 @@ class SnapshotBuilder:
         reservations: list[Pod] = []
         for key, manifest in view.pods.items():
             plan = overlay.plans.get(key)
-            group_key = (
-                f"{plan.namespace}/{plan.name}" if plan else annotated_pod_group_key(manifest) or ""
-            )
+            group_key = plan.key if plan else annotated_pod_group_key(manifest) or ""
             readable = grouped_manifest(manifest, plan) if plan is not None else manifest
             parsed = self._pods.get(
                 key,

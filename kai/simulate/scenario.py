@@ -104,12 +104,9 @@ def _group_pods(
             if plan is None:  # opted out of grouping and names no group: it cannot be scheduled
                 pods.append(pod)
                 continue
-            pods.append(
-                parse_pod(grouped_manifest(item.manifest, plan), f"{plan.namespace}/{plan.name}")
-            )
-            key = f"{plan.namespace}/{plan.name}"
-            if key not in groups:
-                groups[key] = parse_pod_group(plan.manifest, parsed.priority_classes)
+            pods.append(parse_pod(grouped_manifest(item.manifest, plan), plan.key))
+            if plan.key not in groups:
+                groups[plan.key] = parse_pod_group(plan.manifest, parsed.priority_classes)
         except ManifestError as error:
             problems += [f"{item.source}: {e}" for e in error.all_errors]
         except GroupingError as error:
