@@ -42,7 +42,7 @@ from bench.steady import previous_snapshot, steady_state_snapshot
 from bench.synthetic import ClusterSpec, synthetic_cluster
 from bench.timing import summarize, timed_cycle
 from kai.engine.accounting import accounting_device_memory
-from kai.engine.cycle import CycleResult, run_cycle
+from kai.engine.cycle import CycleResult, preload_solver, run_cycle
 from kai.engine.gangs import pod_resources
 from kai.engine.memo import SnapshotMemo
 from kai.engine.model import EngineConfig, PodPhase, Snapshot
@@ -237,6 +237,7 @@ def format_steady(result: Document) -> str:
 def profile_cycle(spec: ClusterSpec, time_limit: float, path: Path) -> None:
     """One more full cycle, untimed, under cProfile: stats to `path`, the top functions to stderr."""
     snapshot = synthetic_cluster(spec)
+    preload_solver()  # a cycle's profile, not the imports'
     profiler = cProfile.Profile()
     profiler.runcall(run_cycle, snapshot, EngineConfig(time_limit_seconds=time_limit))
     profiler.dump_stats(path)

@@ -28,7 +28,6 @@ from kai.engine.greedy import AllocationOutcome, KaiOrder, allocate_in_kai_order
 from kai.engine.group_decision import GroupDecision
 from kai.engine.memo import SnapshotMemo
 from kai.engine.model import EngineConfig, PlacementStrategy, PodGroup, Snapshot
-from kai.engine.solver.optimize import gpu_upper_bound, optimize
 from kai.engine.topology import TopologyIndex
 from kai.engine.validator import ProposedBinding, validate, validate_after_evictions
 
@@ -85,6 +84,14 @@ class CycleResult:
     """The attempts KAI's order made this cycle: (gang, 0) for a core, (gang, n) for its n-th
     elastic pod, in order; `accepted` says which of them the decisions satisfy."""
     accepted: tuple[bool, ...] = ()
+
+
+def preload_solver() -> None:
+    """Import the solver's modules now, for a caller with time to spare before a cycle needs
+    them (the live loop once idle, a benchmark before its timed cycles): `run_cycle` imports
+    them only when a cycle first leaves work for the solver (see there)."""
+    import kai.engine.evictions.victim_model
+    import kai.engine.solver.optimize  # noqa: F401
 
 
 def run_cycle(
@@ -166,6 +173,11 @@ def run_cycle(
     kept_on_tie = False
     violations = 0
     if status is None:
+        # Imported only when greedy left work for the solver: OR-Tools (with the pandas it
+        # pulls in) takes about a second to import, and a scheduler's first binds, which
+        # greedy usually places alone, should not wait for it (see `preload_solver`).
+        from kai.engine.solver.optimize import gpu_upper_bound, optimize
+
         optimized = optimize(
             placeable,
             capacity,

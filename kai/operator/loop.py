@@ -17,9 +17,10 @@ as it is then; the loop is alive while cycles finish, and unhealthy after
 a cycle that decided and grouped nothing, with no bind of this process still
 unconfirmed and no group in backoff, the passes that find the cache unchanged,
 no API request failed since that cycle began and no time rule of the engine due
-(`kai.engine.time_rules`) skip the cycle, which would decide the same. A full
-cycle still runs every `quiet_recheck_seconds`, a safety net for an input the
-cache does not show. While pending pods of a pool wait on its shard's Lease,
+(`kai.engine.time_rules`) skip the cycle, which would decide the same; the
+first such pass loads the solver, which no cycle may have needed yet
+(`preload_solver`). A full cycle still runs every `quiet_recheck_seconds`, a
+safety net for an input the cache does not show. While pending pods of a pool wait on its shard's Lease,
 which the cache does not watch, the cluster is never quiet. The engine runs through
 `isolation`, so a group whose data makes it raise is set aside and the others
 are scheduled. Every view is the shard's (`kai.operator.sharding`); a planned
@@ -35,7 +36,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -45,7 +46,7 @@ import structlog
 from kai.api.pods import gpu_groups
 from kai.api.shards import Shard
 from kai.engine.accounting import queue_shares
-from kai.engine.cycle import CycleResult
+from kai.engine.cycle import CycleResult, preload_solver
 from kai.engine.fairshare import QueueShare
 from kai.engine.group_decision import GroupDecision
 from kai.engine.model import EngineConfig, PodPhase, Snapshot
@@ -177,6 +178,7 @@ class SchedulingLoop:
         """Passes of the loop, a standby's included."""
         self.skipped = 0
         """Passes that skipped their cycle: nothing had changed since a cycle that decided nothing."""
+        self.solver_preload: Future[None] | None = None
 
     @property
     def status_writer(self) -> StatusWriter:
@@ -229,8 +231,17 @@ class SchedulingLoop:
                 self._metrics.cycles_skipped.inc()
             else:
                 await self._guarded_cycle()
+            if self._quiet is not None or not self._is_leader():
+                self._preload_solver()
             self.last_alive = time.monotonic()
             self.passes += 1
+
+    def _preload_solver(self) -> None:
+        """Load the solver on the engine's thread the first time the loop has nothing to do
+        (a quiet cluster, or a replica that does not lead), so that the first cycle that
+        needs it does not wait for the import; a burst's first binds never do."""
+        if self.solver_preload is None:
+            self.solver_preload = self._executor.submit(preload_solver)
 
     def _still_quiet(self) -> bool:
         quiet = self._quiet

@@ -6,6 +6,8 @@ only be bound because its creation ended the quiet.
 
 from __future__ import annotations
 
+import asyncio
+
 from kai_operator_support import (
     bound_pods,
     create_queue,
@@ -40,6 +42,10 @@ async def test_cycles_are_skipped_while_nothing_changes_and_a_new_pod_ends_it(
 
             await wait_for("the first pod bound, then skipped cycles", first_bound_then_quiet)
             assert await metric(operator, "kai_cycles_skipped_total") >= 3
+            # idle: the solver no cycle needed yet is loaded on the engine's thread
+            preload = operator.loop.solver_preload
+            assert preload is not None
+            await asyncio.wait_for(asyncio.wrap_future(preload), timeout=120)
 
             await core.create_namespaced_pod(namespace, gpu_pod("second", queue, gpus=1))
 

@@ -44,7 +44,6 @@ from kai.engine.evictions.stale import stale_gangs
 from kai.engine.evictions.stamps import cycle_stamps
 from kai.engine.evictions.state import EvictionInputs, EvictionState
 from kai.engine.evictions.topology_seats import seat_preemptor
-from kai.engine.evictions.victim_model import cp_sat_search
 from kai.engine.evictions.victim_order import VictimOrder
 from kai.engine.gangs import GangRequest
 from kai.engine.job_order import ordered_gangs
@@ -304,6 +303,10 @@ def _choose(
     models_left: int,
 ) -> list[Scenario]:
     """Valid scenarios, least disruptive first: the CP-SAT model's and the greedy search's."""
+    # Imported here, as in kai.engine.cycle: OR-Tools takes about a second to import and a
+    # cycle without victims to look for never needs it.
+    from kai.engine.evictions.victim_model import cp_sat_search
+
     order = VictimOrder(state, options, moves=action is Action.CONSOLIDATE)
     greedy = greedy_search(state, action, preemptor, options, budget, order)
     answer = cp_sat_search(state, action, preemptor, options, order, greedy, budget, models_left)

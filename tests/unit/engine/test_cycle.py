@@ -15,6 +15,7 @@ from kai.engine.budget import OVER_LIMIT
 from kai.engine.cycle import ALL_PLACED, LONE_POD, run_cycle
 from kai.engine.explain import NOT_ENOUGH_PODS
 from kai.engine.model import EngineConfig, PodGroup, SetAside
+from kai.engine.solver import optimize as solver_glue
 from tests.unit.engine.builders import group, node, pod, queue, snapshot
 
 FAST = EngineConfig(time_limit_seconds=0.5, solver_workers=1)
@@ -70,13 +71,13 @@ def test_no_model_is_built_when_the_greedy_pass_placed_every_pod(
     tie keeps greedy's, so the model would be built for nothing (each cycle of a burst of
     plain pods on a cluster with room). A gang the greedy pass must refuse still gets it."""
     built: list[int] = []
-    real_optimize = cycle.optimize
+    real_optimize = solver_glue.optimize
 
     def counting(*args: object, **kwargs: object) -> object:
         built.append(1)
         return real_optimize(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(cycle, "optimize", counting)
+    monkeypatch.setattr(solver_glue, "optimize", counting)
     nodes = [node("n0", gpus=8), node("n1", gpus=8)]
     pods = [pod(f"p{i}", f"p{i}", gpus=2) for i in range(4)]
     pods += [pod("e0", "elastic", gpus=1), pod("e1", "elastic", gpus=1)]

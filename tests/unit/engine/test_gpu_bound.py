@@ -17,6 +17,7 @@ from kai.engine.capacity import initial_capacity
 from kai.engine.cycle import run_cycle
 from kai.engine.gangs import build_gang_requests
 from kai.engine.model import EngineConfig
+from kai.engine.solver import optimize as solver_glue
 from kai.engine.solver.optimize import gpu_upper_bound
 from tests.unit.engine.builders import group, node, pod, queue, snapshot
 
@@ -49,7 +50,7 @@ def test_a_solver_that_finds_no_answer_reports_so_with_a_true_bound(
     # At 5,000 nodes the real solver's presolve takes its first stage's whole budget and it
     # returns nothing; standing in for that here: the cycle keeps the greedy answer, says
     # the solver found none (not that it never ran), and still bounds what could be placed.
-    monkeypatch.setattr(cycle, "optimize", lambda *args, **kwargs: None)
+    monkeypatch.setattr(solver_glue, "optimize", lambda *args, **kwargs: None)
     cramped = [node("n", gpus=8, cpu=1000)]  # one core: one of the pods fits, by cpu
     pods = [pod(f"p{i}", f"p{i}", gpus=1, cpu=1000) for i in range(2)]
     state = snapshot(cramped, pods, [group(f"p{i}", "q") for i in range(2)], [queue("q")])
