@@ -46,16 +46,21 @@ class JqEvaluator:
         self._clock = clock
         self._programs: dict[str, Any] = {}
 
-    def check(self, program: str) -> list[str]:
-        """Why `program` is unusable (unsafe construct or syntax error); empty if it is fine."""
+    def check(self, program: str, compile_program: bool = True) -> list[str]:
+        """Why `program` is unusable (unsafe construct or syntax error); empty if it is fine.
+        Without `compile_program`, only the read-only check: syntax errors show on first use."""
         problems = read_only_problems(program)
-        if problems:
+        if problems or not compile_program:
             return problems
         try:
             self._compiled(program)
         except JqError as error:
             return [error.message]
         return []
+
+    @property
+    def compiled_programs(self) -> int:
+        return len(self._programs)
 
     def all(self, program: str, document: Any) -> list[Any]:
         """Every result of `program` on `document`, within the result and time bounds."""

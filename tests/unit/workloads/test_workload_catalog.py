@@ -247,6 +247,25 @@ def test_every_catalog_definition_has_a_case() -> None:
     assert names == {case.definition for case in CASES}
 
 
+CATALOG = Path(__file__).parents[3] / "kai" / "workloads" / "catalog"
+
+
+@pytest.mark.parametrize("path", sorted(CATALOG.glob("*.yaml")), ids=lambda path: path.name)
+def test_every_catalog_program_compiles(path: Path) -> None:
+    """A start loads the catalog without compiling it (kai.workloads.loader): this is where a
+    program of it that libjq refuses is caught, as it is for a user's definition file."""
+    compiled = JqEvaluator()
+    load_definition(yaml.safe_load(path.read_text()), compiled, "file")
+
+
+def test_loading_the_catalog_compiles_no_program() -> None:
+    jq = JqEvaluator()
+    catalog = load_catalog(jq)
+    assert catalog and jq.compiled_programs == 0
+    assert JqEvaluator().check(".spec | .replicas(", compile_program=False) == []
+    assert JqEvaluator().check(".spec | .replicas(") != []
+
+
 @pytest.mark.parametrize("case", CASES, ids=[case.fixture for case in CASES])
 def test_describe_and_group(case: Expected, registry: DefinitionRegistry) -> None:
     document = describe(case.fixture, registry)
