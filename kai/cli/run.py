@@ -112,6 +112,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    from kai.operator.gc_tuning import collect_less_often  # imported when run (kai/cli/main.py)
+
+    collect_less_often()  # before the imports and the watch cache it would otherwise walk
     from kai.operator.logs import configure  # see kai/cli/main.py: imported when run
 
     configure(args.log_level)
