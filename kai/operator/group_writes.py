@@ -209,9 +209,7 @@ class GroupWrites:
             patch = self._patches.get(key)
             remembered = plan
             if group is None:  # bound, all its pods, while a burst continues
-                starts = self._starts.get(plan.key) or {}
-                manifest = _with_annotations(plan.manifest, starts)  # the create to come
-                remembered = dataclasses.replace(plan, manifest=manifest)
+                remembered = self._with_start(plan)  # the create to come
                 outcome = Written.GROUP_OWED
             elif not group.result():
                 outcome = Written.GROUP_REFUSED
@@ -224,6 +222,16 @@ class GroupWrites:
         if self._settle_owed is not None:
             for owed, write in self._owed_writes.items():
                 self._settle_owed(owed, write.result())
+
+    def planned_with_starts(self) -> dict[str, PodGroupPlan]:
+        """Pod key -> its plan, the group's create carrying the start the cycle gave it."""
+        return {key: self._with_start(plan) for key, plan in self._plans.items()}
+
+    def _with_start(self, plan: PodGroupPlan) -> PodGroupPlan:
+        starts = self._starts.get(plan.key) or {}
+        if not starts:
+            return plan
+        return dataclasses.replace(plan, manifest=_with_annotations(plan.manifest, starts))
 
     def _start_patch(self, pod_key: str) -> None:
         self._patches[pod_key] = self._tasks.create_task(self._annotate(pod_key))

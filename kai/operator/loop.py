@@ -31,13 +31,13 @@ default shard tells pending pods of pools without a scheduler (`unserved`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from concurrent.futures import Executor, Future
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -51,6 +51,7 @@ from kai.engine.fairshare import QueueShare
 from kai.engine.group_decision import GroupDecision
 from kai.engine.model import EngineConfig, PodPhase, Snapshot
 from kai.engine.time_rules import next_time_change
+from kai.grouping import PodGroupPlan
 from kai.operator.backoff import BindBackoff
 from kai.operator.binder import Annotations, Binder, Held, still_held
 from kai.operator.burst import statuses_to_write
@@ -58,6 +59,7 @@ from kai.operator.cache import ClusterCache, ClusterView
 from kai.operator.config import QUIET_RECHECK_SECONDS
 from kai.operator.events import EventRecorder
 from kai.operator.gpu_sharing import GpuSharing, reservation_pods
+from kai.operator.group_writes import GroupWrites
 from kai.operator.isolation import Engine, remembering_engine, run_isolating
 from kai.operator.metrics import Metrics
 from kai.operator.pod_grouper import Plans, PodGrouper
@@ -167,6 +169,14 @@ class SchedulingLoop:
         self._assumed: dict[str, Held] = {}
         """Pod uid -> a bind of this process the watch does not show yet (or of unknown outcome)."""
         self._trailing: asyncio.Future[None] | None = None  # the last cycle's status and events
+        self._tail: asyncio.Future[None] | None = None
+        """The binds and the rest of a cycle that returned once it had decided (a burst's)."""
+        self._in_flight: dict[str, PodGroupPlan] = {}
+        """Pod key -> the plan of each pod that cycle grouped: written, owed or refused once
+        its binds are done; the next cycle lays them over the cache meanwhile."""
+        self._binding: dict[str, Assumed] = {}
+        """Pod key -> where that cycle binds it, laid over the cache as binds already made."""
+        self._burst_continues = False
         self.cycles = 0
         self.recent: deque[CycleSummary] = deque(maxlen=64)
         self.last_alive = time.monotonic()
@@ -193,7 +203,17 @@ class SchedulingLoop:
         try:
             await self._cycles()
         finally:
+            await self._stop_tail()
             await self._finish_trailing()
+
+    async def _stop_tail(self) -> None:
+        """On a stop, binds still going out are cancelled, as those of a running cycle are."""
+        tail, self._tail = self._tail, None
+        if tail is None:
+            return
+        tail.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await tail
 
     async def _finish_trailing(self) -> None:
         """On a stop, the last cycle's status and events get `stop_grace_seconds` to go out.
@@ -251,8 +271,12 @@ class SchedulingLoop:
 
     async def _guarded_cycle(self) -> None:
         self._quiet = None
+        await self._guarded(self.cycle())
+
+    async def _guarded(self, work: Awaitable[None]) -> None:
+        """Run a cycle, or the rest of one, counting and logging its failure."""
         try:
-            await self.cycle()
+            await work
         except Exception as error:  # one bad cycle must not stop the scheduler
             if _lease_lost(error):
                 self.abandoned += 1
@@ -273,6 +297,10 @@ class SchedulingLoop:
             raise LeadershipLostError(f"before {step}")
 
     async def _wait(self, last_start: float) -> None:
+        if self._burst_continues:  # the rest of a burst: the next cycle starts at once
+            self._burst_continues = False  # said again by that cycle if it still continues
+            self._cache.changed.clear()
+            return
         remaining = last_start + self._period - time.monotonic()
         if remaining > 0:
             # Not asyncio.wait_for: on Python 3.11 it swallows a cancellation that arrives as
@@ -287,6 +315,8 @@ class SchedulingLoop:
         self._cache.changed.clear()
 
     async def cycle(self) -> None:
+        """One cycle; while a burst continues and the cycle only binds pods it grouped, it
+        returns once it has decided and its binds go on while the next cycle plans."""
         cycle_id = uuid.uuid4().hex[:8]
         timings: dict[str, float] = {}
         began = time.monotonic()
@@ -297,16 +327,18 @@ class SchedulingLoop:
             self._prune_assumed(view)
             with _timed(timings, "group"):
                 classes = self._builder.priority_classes(view)
-                plans = await self._grouper.plan(view, classes)
+                plans = await self._grouper.plan(view, classes, self._in_flight)
             schedulable = plans.schedulable()
             foreign = foreign_plans(schedulable, self._shard) if self._shard else set()
+            assumed = {entry.key: entry.placement for entry in self._assumed.values()}
             overlay = Overlay(
                 plans={key: plan for key, plan in schedulable.items() if key not in foreign},
-                assumed={entry.key: entry.placement for entry in self._assumed.values()},
+                assumed={**self._binding, **assumed},
                 held=self._backoff.held(time.monotonic()),
             )
             # The new groups are written once the engine has decided; each pod's bind waits for its own.
-            async with self._grouper.writes(view, plans) as grouping:
+            async with contextlib.AsyncExitStack() as writes:
+                grouping = await writes.enter_async_context(self._grouper.writes(view, plans))
                 with _timed(timings, "snapshot"):
                     snapshot = self._builder.build(without_pods(view, foreign), overlay, now)
                 with _timed(timings, "allocate"):
@@ -321,47 +353,70 @@ class SchedulingLoop:
                     )
                 self._culprits = isolated.culprits
                 result = isolated.result
+                with _timed(timings, "previous-binds"):
+                    await self._previous_cycle_done()
                 self._still_leading("bind")
                 grouping.decided(
                     [binding.pod for binding in result.bindings], start_annotations(result.stamps)
                 )
+                rest = _Decided(
+                    cycle_id, began, timings, failed_before, now, view, plans, overlay, snapshot,
+                    result, grouping, writes.pop_all(),
+                )  # fmt: skip
+            self._burst_continues = plans.deferred > 0
+            if self._burst_continues and _binds_only(result, plans):
+                self._in_flight = grouping.planned_with_starts()
+                self._binding = {b.pod: Assumed(b.node, b.gpu_groups) for b in result.bindings}
+                self._tail = asyncio.ensure_future(self._guarded(self._carry_out(rest)))
+                return
+            await self._carry_out(rest)
+
+    async def _carry_out(self, cycle: _Decided) -> None:
+        """The rest of a cycle once its engine has decided: binds, the grouping writes they
+        wait for, evictions, timestamps, reservations; status and events start, to go out
+        while the next cycle runs."""
+        timings, result, snapshot, view = cycle.timings, cycle.result, cycle.snapshot, cycle.view
+        try:
+            async with cycle.writes:
                 with _timed(timings, "bind"):
-                    bound = await self._bind(result, snapshot, view, grouping.annotations)
+                    bound = await self._bind(result, snapshot, view, cycle.grouping.annotations)
                 with _timed(timings, "group-write"):
-                    await grouping.finish(bound.keys())
-            self._still_leading("evict")
-            with _timed(timings, "evict"):
-                await self._evict(result, snapshot)
-            self._still_leading("stamps")
-            with _timed(timings, "stamps"):
-                started = {pod.group for pod in snapshot.pods if pod.key in bound}
-                await self._stamps.publish(
-                    view.pod_groups, result.stamps, started, grouping.stamped
-                )
-            after = _with_binds(snapshot, bound)
-            shares = queue_shares(after)
-            burst_continues = plans.deferred > 0
-            decisions = statuses_to_write(result.groups, burst_continues)
-            self._metrics.forget_pod_groups(view.pod_groups.keys())
-            if self._unserved is not None:
-                with _timed(timings, "unserved-pools"):
-                    await self._unserved.report(self._cache.whole_view(), now)
-            self._still_leading("gpu-sharing")
-            with _timed(timings, "gpu-sharing"):
-                await self._tend_reservations()
-            # Status and events go out while the next cycle plans and binds (kai.operator.burst);
-            # one cycle's at a time, in order, and a failure there fails the next cycle.
-            with _timed(timings, "previous-status"):
-                if self._trailing is not None:
-                    await self._trailing
-            self._trailing = asyncio.ensure_future(
-                self._publish(after, shares, decisions, now, burst_continues)
+                    await cycle.grouping.finish(bound.keys())
+        finally:  # bound or not, the cache and the grouper's memory tell the next cycle now
+            self._in_flight, self._binding = {}, {}
+        self._still_leading("evict")
+        with _timed(timings, "evict"):
+            await self._evict(result, snapshot)
+        self._still_leading("stamps")
+        with _timed(timings, "stamps"):
+            started = {pod.group for pod in snapshot.pods if pod.key in bound}
+            await self._stamps.publish(
+                view.pod_groups, result.stamps, started, cycle.grouping.stamped
             )
-        elapsed = time.monotonic() - began
+        after = _with_binds(snapshot, bound)
+        shares = queue_shares(after)
+        burst_continues = cycle.plans.deferred > 0
+        decisions = statuses_to_write(result.groups, burst_continues)
+        self._metrics.forget_pod_groups(view.pod_groups.keys())
+        if self._unserved is not None:
+            with _timed(timings, "unserved-pools"):
+                await self._unserved.report(self._cache.whole_view(), cycle.now)
+        self._still_leading("gpu-sharing")
+        with _timed(timings, "gpu-sharing"):
+            await self._tend_reservations()
+        # Status and events go out while the next cycle plans and binds (kai.operator.burst);
+        # one cycle's at a time, in order, and a failure there fails the next cycle.
+        with _timed(timings, "previous-status"):
+            if self._trailing is not None:
+                await self._trailing
+        self._trailing = asyncio.ensure_future(
+            self._publish(after, shares, decisions, cycle.now, burst_continues)
+        )
+        elapsed = time.monotonic() - cycle.began
         self._record(timings, elapsed, shares, result.groups)
         log.info(
             "cycle",
-            cycle=cycle_id,
+            cycle=cycle.cycle_id,
             pods=len(snapshot.pods),
             groups=len(snapshot.pod_groups),
             bound=len(bound),
@@ -369,23 +424,27 @@ class SchedulingLoop:
             ms={step: round(seconds * 1000, 1) for step, seconds in timings.items()},
             total_ms=round(elapsed * 1000, 1),
         )
-        if plans.deferred:  # the rest of a burst: the next cycle starts at once
-            self._cache.changed.set()
         waits_on_leases = self._unserved is not None and self._unserved.waits_on_leases
         if (
-            _decided_nothing(result, plans)
+            _decided_nothing(result, cycle.plans)
             and not self._assumed
-            and not overlay.held
+            and not cycle.overlay.held
             and not waits_on_leases
         ):
             self._quiet = Quiet(
                 view.revision,
-                failed_before,
+                cycle.failed_before,
                 next_time_change(snapshot, self._engine.evictions),
                 time.monotonic() + self._quiet_recheck,
             )
         self.cycles += 1
-        self.recent.append(CycleSummary(cycle_id, tuple(sorted(bound)), elapsed))
+        self.recent.append(CycleSummary(cycle.cycle_id, tuple(sorted(bound)), elapsed))
+
+    async def _previous_cycle_done(self) -> None:
+        """Wait for the binds (and the rest) of a cycle that returned before they were made."""
+        tail, self._tail = self._tail, None
+        if tail is not None:
+            await tail
 
     async def _publish(
         self,
@@ -425,8 +484,8 @@ class SchedulingLoop:
             annotations,
             list(resends.values()),
         )
-        for uid in resends:  # settled, or held again in the report
-            del self._assumed[uid]
+        for uid in resends:  # settled, or held again in the report (or pruned meanwhile)
+            self._assumed.pop(uid, None)
         self._assumed.update(report.held)
         self._metrics.record_binds(len(report.bound), len(report.failed), len(report.unknown))
         return report.bound
@@ -473,6 +532,38 @@ class SchedulingLoop:
             self._metrics.record_pending(decisions)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Decided:
+    """A cycle whose engine has decided, and what carrying its decisions out needs."""
+
+    cycle_id: str
+    began: float
+    timings: dict[str, float]
+    failed_before: int
+    now: datetime
+    view: ClusterView
+    plans: Plans
+    overlay: Overlay
+    snapshot: Snapshot
+    result: CycleResult
+    grouping: GroupWrites
+    writes: contextlib.AsyncExitStack
+    """Holds `grouping` open: its writes are awaited when the binds are done."""
+
+
+def _binds_only(result: CycleResult, plans: Plans) -> bool:
+    """Whether the next cycle may plan and decide while this one's binds go out: it binds
+    every pod it grouped and decided nothing else (no eviction, no pipelined pod), so
+    laying its plans and binds over the cache shows the next cycle all it did."""
+    bound = {binding.pod for binding in result.bindings}
+    return (
+        not result.evictions
+        and not result.pipelined
+        and not plans.retrying
+        and plans.new.keys() <= bound
+    )
+
+
 def _decided_nothing(result: CycleResult, plans: Plans) -> bool:
     """No bind, eviction or timestamp, and no pod grouped or waiting to be: the same
     cluster at a later time decides the same, but for the engine's time rules."""
@@ -493,7 +584,7 @@ def _lease_lost(error: Exception) -> bool:
     return isinstance(error, LeadershipLostError)
 
 
-@contextmanager
+@contextlib.contextmanager
 def _timed(timings: dict[str, float], step: str) -> Iterator[None]:
     began = time.monotonic()
     try:

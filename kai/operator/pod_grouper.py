@@ -96,14 +96,24 @@ class PodGrouper:
         self._owed: dict[str, PodGroupPlan] = {}  # group key -> plan: bound in a burst, not written
         self._named_elsewhere: set[str] = set()  # uids of bound pods naming a group not theirs
 
-    async def plan(self, view: ClusterView, priority_classes: Mapping[str, int]) -> Plans:
-        """Plan the ungrouped pods first in line (at most the burst limit); reads owners, writes nothing."""
+    async def plan(
+        self,
+        view: ClusterView,
+        priority_classes: Mapping[str, int],
+        in_flight: Mapping[str, PodGroupPlan] | None = None,
+    ) -> Plans:
+        """Plan the ungrouped pods first in line (at most the burst limit); reads owners, writes nothing.
+
+        `in_flight`: the plans of a cycle whose binds and writes are still going out (its
+        pods are not planned again, and its plans count as written until they settle).
+        """
         self._forget_settled(view)
         self._forget_reports_of_gone(view)
+        in_flight = in_flight or {}
         waiting = [
             (key, pod)
             for key, pod in view.pods.items()
-            if key not in self._written and self._needs_group(pod, view)
+            if key not in self._written and key not in in_flight and self._needs_group(pod, view)
         ]
         self._refused &= {key for key, _ in waiting}
         waiting, deferred = first_in_line(waiting, self._burst_limit)
@@ -117,7 +127,7 @@ class PodGrouper:
                     new[key] = plan
         return Plans(
             new=new,
-            written={key: plan for key, (_, plan) in self._written.items()},
+            written={**in_flight, **{key: plan for key, (_, plan) in self._written.items()}},
             retrying=frozenset(self._refused & new.keys()),
             deferred=deferred,
         )

@@ -60,3 +60,15 @@ async def test_the_grouper_copies_the_configured_node_pool_label_onto_the_group(
     pod["metadata"]["labels"]["example.com/pool"] = "a"
     (plan,) = (await grouper.plan(_view(pod, {}), default_priority_classes())).new.values()
     assert plan.manifest["metadata"]["labels"]["example.com/pool"] == "a"
+
+
+async def test_a_plan_whose_binds_are_still_going_out_is_not_planned_again() -> None:
+    """While a burst's cycle binds, the next one plans (kai.operator.loop): the pods that
+    cycle grouped count as grouped, by their plans, and are not first in line again."""
+    grouper = PodGrouper(None, OwnerReader(None), EventRecorder(None, "t"), "kai-res", 4)  # type: ignore[arg-type]
+    classes = default_priority_classes()
+    (plan,) = (await grouper.plan(_view(_pod(), {}), classes)).new.values()
+    meanwhile = await grouper.plan(_view(_pod(), {}), classes, in_flight={"ns/p": plan})
+    assert meanwhile.new == {} and meanwhile.schedulable() == {"ns/p": plan}
+    after = await grouper.plan(_view(_pod(), {}), classes)  # its group refused: planned again
+    assert set(after.new) == {"ns/p"}
