@@ -8,6 +8,10 @@ watches, the lease renewals or those writes on the event loop); bind, each pod
 as soon as its group is written; collect unused GPU reservations; record
 metrics; then start writing status and events, which go out while the next
 cycle plans and binds (the next cycle waits for them before starting its own).
+While a burst lasts, a cycle that binds every pod it grouped and decides nothing
+else returns once it has decided: its binds and everything after them go on
+while the next cycle plans and decides, with that cycle's plans and binds laid
+over the cache, and the next cycle binds only once they are done.
 Only the leader runs cycles, and a cycle that finds the Lease lost between its
 steps stops there (the API client refuses the writes still in flight); a
 cycle's status and events are dropped if the Lease is lost before they go out.
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import dataclasses
 import time
 import uuid
@@ -339,10 +344,19 @@ class SchedulingLoop:
             # The new groups are written once the engine has decided; each pod's bind waits for its own.
             async with contextlib.AsyncExitStack() as writes:
                 grouping = await writes.enter_async_context(self._grouper.writes(view, plans))
+                loop = asyncio.get_running_loop()
                 with _timed(timings, "snapshot"):
-                    snapshot = self._builder.build(without_pods(view, foreign), overlay, now)
+                    # On the engine's thread too: parsing is CPU-bound, and while a burst's
+                    # previous binds are going out the event loop must keep sending them.
+                    snapshot = await loop.run_in_executor(
+                        self._executor,
+                        contextvars.copy_context().run,
+                        self._builder.build,
+                        without_pods(view, foreign),
+                        overlay,
+                        now,
+                    )
                 with _timed(timings, "allocate"):
-                    loop = asyncio.get_running_loop()
                     isolated = await loop.run_in_executor(
                         self._executor,
                         run_isolating,
