@@ -24,8 +24,9 @@ no API request failed since that cycle began and no time rule of the engine due
 (`kai.engine.time_rules`) skip the cycle, which would decide the same; the
 first such pass loads the solver, which no cycle may have needed yet
 (`preload_solver`). A full cycle still runs every `quiet_recheck_seconds`, a
-safety net for an input the cache does not show. While pending pods of a pool wait on its shard's Lease,
-which the cache does not watch, the cluster is never quiet. The engine runs through
+safety net for an input the cache does not show. While pending pods of a pool
+wait on its shard's Lease, which the cache does not watch, the cluster is never
+quiet. The engine runs through
 `isolation`, so a group whose data makes it raise is set aside and the others
 are scheduled. Every view is the shard's (`kai.operator.sharding`); a planned
 group that belongs to another pool is written but not scheduled here, and the
@@ -377,7 +378,7 @@ class SchedulingLoop:
                     cycle_id, began, timings, failed_before, now, view, plans, overlay, snapshot,
                     result, grouping, writes.pop_all(),
                 )  # fmt: skip
-            self._burst_continues = plans.deferred > 0
+            self._burst_continues = plans.burst_continues
             if self._burst_continues and _binds_only(result, plans):
                 self._in_flight = grouping.planned_with_starts()
                 self._binding = {b.pod: Assumed(b.node, b.gpu_groups) for b in result.bindings}
@@ -409,7 +410,7 @@ class SchedulingLoop:
             )
         after = _with_binds(snapshot, bound)
         shares = queue_shares(after)
-        burst_continues = cycle.plans.deferred > 0
+        burst_continues = cycle.plans.burst_continues
         decisions = statuses_to_write(result.groups, burst_continues)
         self._metrics.forget_pod_groups(view.pod_groups.keys())
         if self._unserved is not None:

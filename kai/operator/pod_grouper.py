@@ -63,6 +63,11 @@ class Plans:
     deferred: int = 0
     """Pods that need a group but wait for a later cycle: the burst was over its bound."""
 
+    @property
+    def burst_continues(self) -> bool:
+        """More new pods wait than this cycle took on: the next cycle starts at once."""
+        return self.deferred > 0
+
     def schedulable(self) -> dict[str, PodGroupPlan]:
         """The plans the cycle's snapshot lays over the cache."""
         fresh = {key: plan for key, plan in self.new.items() if key not in self.retrying}
@@ -143,7 +148,7 @@ class PodGrouper:
             self._settle,
             self._node_pool_label,
             owed=dict(self._owed),
-            defer=plans.deferred > 0,
+            defer=plans.burst_continues,
             settle_owed=self._settle_owed,
         )
 
