@@ -387,18 +387,31 @@ class SchedulingLoop:
             await self._carry_out(rest)
 
     async def _carry_out(self, cycle: _Decided) -> None:
-        """The rest of a cycle once its engine has decided: binds, the grouping writes they
-        wait for, evictions, timestamps, reservations; status and events start, to go out
-        while the next cycle runs."""
-        timings, result, snapshot, view = cycle.timings, cycle.result, cycle.snapshot, cycle.view
+        """The rest of a cycle once its engine has decided: binds and the grouping writes
+        they wait for, then the steps after them. Its summary is recorded whatever fails."""
+        bound: dict[str, Assumed] = {}
         try:
-            async with cycle.writes:
-                with _timed(timings, "bind"):
-                    bound = await self._bind(result, snapshot, view, cycle.grouping.annotations)
-                with _timed(timings, "group-write"):
-                    await cycle.grouping.finish(bound.keys())
-        finally:  # bound or not, the cache and the grouper's memory tell the next cycle now
-            self._in_flight, self._binding = {}, {}
+            try:
+                async with cycle.writes:
+                    with _timed(cycle.timings, "bind"):
+                        bound = await self._bind(
+                            cycle.result, cycle.snapshot, cycle.view, cycle.grouping.annotations
+                        )
+                    with _timed(cycle.timings, "group-write"):
+                        await cycle.grouping.finish(bound.keys())
+            finally:  # bound or not, the cache and the grouper's memory tell the next cycle now
+                self._in_flight, self._binding = {}, {}
+            await self._after_binds(cycle, bound)
+        finally:
+            # The binds are made even when a later step fails or the Lease is lost: the
+            # summary of what the cycle did keeps them.
+            elapsed = time.monotonic() - cycle.began
+            self.recent.append(CycleSummary(cycle.cycle_id, tuple(sorted(bound)), elapsed))
+
+    async def _after_binds(self, cycle: _Decided, bound: Mapping[str, Assumed]) -> None:
+        """Evictions, timestamps, reservations; status and events start, to go out while
+        the next cycle runs."""
+        timings, result, snapshot, view = cycle.timings, cycle.result, cycle.snapshot, cycle.view
         self._still_leading("evict")
         with _timed(timings, "evict"):
             await self._evict(result, snapshot)
@@ -422,8 +435,7 @@ class SchedulingLoop:
         # Status and events go out while the next cycle plans and binds (kai.operator.burst);
         # one cycle's at a time, in order, and a failure there fails the next cycle.
         with _timed(timings, "previous-status"):
-            if self._trailing is not None:
-                await self._trailing
+            await self._previous_status_done()
         self._trailing = asyncio.ensure_future(
             self._publish(after, shares, decisions, cycle.now, burst_continues)
         )
@@ -453,13 +465,19 @@ class SchedulingLoop:
                 time.monotonic() + self._quiet_recheck,
             )
         self.cycles += 1
-        self.recent.append(CycleSummary(cycle.cycle_id, tuple(sorted(bound)), elapsed))
 
     async def _previous_cycle_done(self) -> None:
         """Wait for the binds (and the rest) of a cycle that returned before they were made."""
         tail, self._tail = self._tail, None
         if tail is not None:
             await tail
+
+    async def _previous_status_done(self) -> None:
+        """Wait for the last cycle's status and events; raised once, a failure there fails
+        this cycle and not every cycle after it."""
+        trailing, self._trailing = self._trailing, None
+        if trailing is not None:
+            await trailing
 
     async def _publish(
         self,

@@ -101,15 +101,21 @@ async def stop_operator(task: asyncio.Task[None]) -> None:
 
 
 async def wait_for(
-    what: str, check: Callable[[], Awaitable[bool]], timeout: float = 60.0, every: float = 0.1
+    what: str,
+    check: Callable[[], Awaitable[bool]],
+    timeout: float = 60.0,
+    every: float = 0.1,
+    seen: Callable[[], str] | None = None,
 ) -> None:
-    """Poll until `check` holds; fail naming `what` after `timeout` seconds."""
+    """Poll until `check` holds; fail naming `what` after `timeout` seconds, with what
+    `seen` says was there instead."""
     try:
         async with asyncio.timeout(timeout):
             while not await check():
                 await asyncio.sleep(every)
     except TimeoutError:
-        raise AssertionError(f"timed out after {timeout:g}s waiting for {what}") from None
+        instead = f"; seen: {seen()}" if seen is not None else ""
+        raise AssertionError(f"timed out after {timeout:g}s waiting for {what}{instead}") from None
 
 
 async def wait_passes(operator: Operator, more: int, timeout: float = 120.0) -> None:

@@ -56,9 +56,19 @@ async def test_a_burst_is_bound_a_bounded_number_per_cycle_in_order(
                 return [key for cycle in operator.loop.recent for key in cycle.bound]
 
             async def summaries_recorded() -> bool:
-                return len(recorded()) == FITTING
+                return {key.partition("/")[2] for key in recorded()} == set(names)
 
-            await wait_for("the binding cycles' summaries", summaries_recorded, timeout=60)
+            def loop_state() -> str:
+                loop = operator.loop
+                return (
+                    f"bound {recorded()}, {loop.cycles} cycles, {loop.abandoned} abandoned, "
+                    f"{loop.failed_in_a_row} failed in a row"
+                )
+
+            await wait_for(
+                "the binding cycles' summaries", summaries_recorded, timeout=60, seen=loop_state
+            )
+            assert len(recorded()) == FITTING, loop_state()  # none bound twice
             per_cycle = [cycle.bound for cycle in operator.loop.recent if cycle.bound]
             assert max(len(bound) for bound in per_cycle) <= BURST
             assert len(per_cycle) >= -(-FITTING // BURST)
