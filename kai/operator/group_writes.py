@@ -5,7 +5,9 @@ pod's annotation does not hold those binds back: its create goes out beside them
 instead of before them (a PodGroup create costs the API server about as much as
 a bind), and while a burst continues (more new pods wait than a cycle takes on)
 it is not written in the cycle at all but owed, and written by the first cycle
-after the burst, so that a burst's binds share the API server with nothing else. Until the cache shows such a group, the pod grouper lays its plan over the
+after the burst, so that a burst's binds share the API server with nothing else.
+That cycle writes its own such groups after its binds too, with those owed. Until
+the cache shows such a group, the pod grouper lays its plan over the
 cache, so its pods count toward their queue from their bind on; a scheduler
 stopped before it wrote one leaves a bound pod that names a group the cluster
 lacks, and the grouper plans that pod again (kai.operator.pod_grouper).
@@ -65,11 +67,12 @@ class GroupWrites:
     `decided` is told which pods the cycle binds, in the binder's order, and the
     start timestamps of the groups it binds; it starts the group writes, at most
     `concurrency` at once, those the binder needs first first, but for the groups a
-    burst defers (`defer`). The binder asks `annotations(pod)` before each bind: it
-    answers what the binding must carry once the pod may be bound (waiting for the
-    pod's group unless its binds need not), or None when the group could not be
-    written. `finish` is told which pods were bound: it owes the deferred groups whose
-    pods were all bound and writes the others, writes the groups `owed` by an earlier
+    burst defers (`defer`, or groups `owed`). The binder asks `annotations(pod)` before
+    each bind: it answers what the binding must carry once the pod may be bound
+    (waiting for the pod's group unless its binds need not), or None when the group
+    could not be written. `finish` is told which pods were bound: while a burst
+    continues it owes the deferred groups whose pods were all bound; it writes the
+    other deferred groups, writes the groups `owed` by an earlier
     burst (unless `defer`) and the annotations the bindings did not carry, and waits
     for every write. On exit each pod's outcome goes to `settle` and each
     owed group's (written or not) to `settle_owed`. `stamped` says which creates
@@ -150,12 +153,16 @@ class GroupWrites:
             for group, keys in members.items()
             if all(key in self._carried for key in keys)
         }
+        # While a burst continues, and in the cycle that ends it (an earlier one owes
+        # groups), such groups are written after the binds: the burst's binds then share
+        # the API server with nothing else.
+        after_binds = self._defer or bool(self._owed)
         for key in [*binding_order, *self._plans]:
             planned = self._plans.get(key)
             if planned is None:
                 continue
             group = planned.key
-            deferred = self._defer and group in self._unawaited
+            deferred = after_binds and group in self._unawaited
             if group not in self._groups and not deferred:
                 self._start_group_write(planned, starts.get(group) or {})
         for key in self._plans:
@@ -163,15 +170,15 @@ class GroupWrites:
                 self._start_patch(key)
 
     async def finish(self, bound: Collection[str]) -> None:
-        """After the binds: the deferred groups (owed if all their pods were bound, else
-        written now), those owed by an earlier burst, the annotations whose binding was
+        """After the binds: the deferred groups (owed if a burst continues and all their
+        pods were bound, else written now), those owed by an earlier burst, the annotations whose binding was
         not made; then wait for every write of the cycle."""
         self._bound = {key for key in bound if key in self._carried}
         for group, keys in self._unawaited.items():
             if group in self._groups:  # written beside its binds
                 continue
             starts = self._starts.get(group) or {}
-            if all(key in self._bound for key in keys):
+            if self._defer and all(key in self._bound for key in keys):
                 if starts:
                     self.stamped[group] = starts
                 continue

@@ -371,6 +371,32 @@ async def test_a_group_bound_during_a_burst_is_owed_and_written_after_it(kit: Ki
     assert group["metadata"]["annotations"][LAST_START_ANNOTATION] == "2026-12-04T10:00:00Z"
 
 
+async def test_the_cycle_that_ends_a_burst_writes_its_groups_after_its_binds(kit: Kit) -> None:
+    """With groups owed by the burst, a group the cycle binds whole is created after its
+    bind, with the owed ones: the burst's last binds share the API server with nothing."""
+    manifest = await kit.make_pod("last-0")
+    key, owed_key = f"{kit.namespace}/last-0", f"{kit.namespace}/pg-earlier-0"
+    plans = {key: _single_plan(kit.namespace, "pg-last-0")}
+    sent: list[str] = []
+    kit.kube.fails = lambda _, path: bool(sent.append(path))  # records every write, fails none
+    settled: dict[str, Written] = {}
+    view = _view(kit, {"last-0": manifest})
+    writes = GroupWrites(
+        kit.kube, view, plans, 4, lambda k, _, p, w: settled.update({k: w}),
+        owed={owed_key: _single_plan(kit.namespace, "pg-earlier-0")}, settle_owed=lambda *_: None,
+    )  # fmt: skip
+    async with writes as grouping:
+        grouping.decided([key], {})
+        report = await _bind_planned(kit, grouping, plans, view)
+        sent_with_the_binds = list(sent)
+        await grouping.finish(report.bound.keys())
+    assert [path.rpartition("/")[2] for path in sent_with_the_binds] == ["binding"]
+    assert settled[key] is Written.ALL
+    collection = f"/apis/scheduling.run.ai/v2alpha2/namespaces/{kit.namespace}/podgroups"
+    names = {g["metadata"]["name"] for g in (await kit.kube.get(collection))["items"]}
+    assert {"pg-last-0", "pg-earlier-0"} <= names
+
+
 async def test_a_group_bound_whole_outside_a_burst_is_written_beside_its_bind(kit: Kit) -> None:
     """Its bind does not wait for its create; the cycle still ends with both written. A pod
     of such a group that is not bound after all gets its group and its annotation patched."""
