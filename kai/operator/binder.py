@@ -172,15 +172,20 @@ class Binder:
         reservations: Mapping[str, Mapping[str, Any]],
         annotations: Annotations,
         resends: Sequence[SentBind] = (),
+        after: asyncio.Event | None = None,
     ) -> BindReport:
-        """Bind every pod of `bindings` gang by gang, and settle earlier binds of unknown outcome."""
+        """Bind every pod of `bindings` gang by gang, and settle earlier binds of unknown outcome.
+
+        With `after` (the binds of the cycle before, still going out), every bind is made
+        ready and sent once it is set: the first go out at once, none before.
+        """
         gangs: dict[str, list[Binding]] = defaultdict(list)
         for binding in bindings:
             gangs[pods[binding.pod].group].append(binding)
         report = BindReport()
 
         async def send(job: SentBind) -> None:
-            await self._send(job, manifests, reservations, report)
+            await self._send(job, manifests, reservations, report, after)
 
         work = [
             self._gang(key, members, pods, groups.get(key), annotations, send, report)
@@ -231,9 +236,10 @@ class Binder:
         manifests: Mapping[str, Mapping[str, Any]],
         reservations: Mapping[str, Mapping[str, Any]],
         report: BindReport,
+        after: asyncio.Event | None,
     ) -> None:
         """One bind, then the shard's pool label on the pod if the bind is known to be made."""
-        await self._bind_one(job, manifests, reservations, report)
+        await self._bind_one(job, manifests, reservations, report, after)
         if job.pod.key in report.bound:
             await self._label_pool(job.pod, manifests.get(job.pod.key) or {})
 
@@ -254,11 +260,14 @@ class Binder:
         manifests: Mapping[str, Mapping[str, Any]],
         reservations: Mapping[str, Mapping[str, Any]],
         report: BindReport,
+        after: asyncio.Event | None,
     ) -> None:
         """One bind, start to finish; whatever goes wrong stays with this pod."""
         posted = False
         try:
             async with self._slots:
+                if after is not None:
+                    await after.wait()
                 if not self._still_leading(job, report):
                     return
                 if job.unknown_answers == 0 and job.gpu_groups:

@@ -175,13 +175,16 @@ class SchedulingLoop:
         self._assumed: dict[str, Held] = {}
         """Pod uid -> a bind of this process the watch does not show yet (or of unknown outcome)."""
         self._trailing: asyncio.Future[None] | None = None  # the last cycle's status and events
-        self._tail: asyncio.Future[None] | None = None
-        """The binds and the rest of a cycle that returned once it had decided (a burst's)."""
+        self._binds_going_out: asyncio.Event | None = None
+        """Set once the binds and grouping writes of the last cycle that returned when it
+        had decided (a burst's) are done; its steps after them go on in `_tails`."""
+        self._tails: set[asyncio.Future[None]] = set()
+        """The rest of each cycle that returned once it had decided, until it is done."""
         self._in_flight: dict[str, PodGroupPlan] = {}
-        """Pod key -> the plan of each pod that cycle grouped: written, owed or refused once
-        its binds are done; the next cycle lays them over the cache meanwhile."""
+        """Pod key -> the plan of each pod such a cycle grouped: written, owed or refused
+        once its binds are done; the next cycle lays them over the cache meanwhile."""
         self._binding: dict[str, Assumed] = {}
-        """Pod key -> where that cycle binds it, laid over the cache as binds already made."""
+        """Pod key -> where such a cycle binds it, laid over the cache as binds already made."""
         self._burst_continues = False
         self.cycles = 0
         self.recent: deque[CycleSummary] = deque(maxlen=64)
@@ -214,12 +217,13 @@ class SchedulingLoop:
 
     async def _stop_tail(self) -> None:
         """On a stop, binds still going out are cancelled, as those of a running cycle are."""
-        tail, self._tail = self._tail, None
-        if tail is None:
-            return
-        tail.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await tail
+        self._binds_going_out = None
+        tails = list(self._tails)
+        for tail in tails:  # all first: a cancelled one must not let the next one's binds go
+            tail.cancel()
+        for tail in tails:
+            with contextlib.suppress(asyncio.CancelledError):
+                await tail
 
     async def _finish_trailing(self) -> None:
         """On a stop, the last cycle's status and events get `stop_grace_seconds` to go out.
@@ -368,8 +372,12 @@ class SchedulingLoop:
                     )
                 self._culprits = isolated.culprits
                 result = isolated.result
-                with _timed(timings, "previous-binds"):
-                    await self._previous_cycle_done()
+                self._burst_continues = plans.burst_continues
+                overlapped = self._burst_continues and _binds_only(result, plans)
+                previous_binds, self._binds_going_out = self._binds_going_out, None
+                if not overlapped:
+                    with _timed(timings, "previous-binds"):
+                        await _done(previous_binds)
                 self._still_leading("bind")
                 grouping.decided(
                     [binding.pod for binding in result.bindings], start_annotations(result.stamps)
@@ -378,29 +386,67 @@ class SchedulingLoop:
                     cycle_id, began, timings, failed_before, now, view, plans, overlay, snapshot,
                     result, grouping, writes.pop_all(),
                 )  # fmt: skip
-            self._burst_continues = plans.burst_continues
-            if self._burst_continues and _binds_only(result, plans):
-                self._in_flight = grouping.planned_with_starts()
-                self._binding = {b.pod: Assumed(b.node, b.gpu_groups) for b in result.bindings}
-                self._tail = asyncio.ensure_future(self._guarded(self._carry_out(rest)))
+            if not overlapped:
+                await self._carry_out(rest, tuple(self._tails))
                 return
-            await self._carry_out(rest)
+            # Laid over the cache for the next cycle until its binds and writes are done.
+            laid = _Laid(
+                grouping.planned_with_starts(),
+                {b.pod: Assumed(b.node, b.gpu_groups) for b in result.bindings},
+            )
+            self._in_flight.update(laid.plans)
+            self._binding.update(laid.binding)
+            binds_done = asyncio.Event()
+            tail = asyncio.ensure_future(
+                self._guarded(
+                    self._carry_out(rest, tuple(self._tails), binds_done, previous_binds, laid)
+                )
+            )
+            self._tails.add(tail)
+            tail.add_done_callback(self._tails.discard)
+            self._binds_going_out = binds_done
+            # Its binds are ready to go the moment the previous cycle's are done; the next
+            # cycle plans once they go out.
+            with _timed(timings, "previous-binds"):
+                await _done(previous_binds)
 
-    async def _carry_out(self, cycle: _Decided) -> None:
-        """The rest of a cycle once its engine has decided: binds and the grouping writes
-        they wait for, then the steps after them. Its summary is recorded whatever fails."""
+    async def _carry_out(
+        self,
+        cycle: _Decided,
+        earlier: tuple[asyncio.Future[None], ...],
+        binds_done: asyncio.Event | None = None,
+        previous_binds: asyncio.Event | None = None,
+        laid: _Laid | None = None,
+    ) -> None:
+        """The rest of a cycle once its engine has decided: binds (once `previous_binds`
+        are done) and the grouping writes they wait for, then `binds_done`; and once the
+        `earlier` cycles' rests are done, the steps after them. Its summary is recorded
+        whatever fails."""
         bound: dict[str, Assumed] = {}
         try:
             try:
                 async with cycle.writes:
                     with _timed(cycle.timings, "bind"):
                         bound = await self._bind(
-                            cycle.result, cycle.snapshot, cycle.view, cycle.grouping.annotations
+                            cycle.result,
+                            cycle.snapshot,
+                            cycle.view,
+                            cycle.grouping.annotations,
+                            previous_binds,
                         )
                     with _timed(cycle.timings, "group-write"):
                         await cycle.grouping.finish(bound.keys())
             finally:  # bound or not, the cache and the grouper's memory tell the next cycle now
-                self._in_flight, self._binding = {}, {}
+                if laid is not None:
+                    laid.lift(self._in_flight, self._binding)
+                # A stop cancels the next cycle's binds too: they must not go out meanwhile.
+                if binds_done is not None and not _cancelling():
+                    binds_done.set()
+            if binds_done is not None:
+                # The next cycle's binds, waiting on this event, go out before the rest.
+                await asyncio.sleep(0)
+            for rest in earlier:  # their stamps and status come first, in order
+                await rest
             await self._after_binds(cycle, bound)
         finally:
             # The binds are made even when a later step fails or the Lease is lost: the
@@ -466,12 +512,6 @@ class SchedulingLoop:
             )
         self.cycles += 1
 
-    async def _previous_cycle_done(self) -> None:
-        """Wait for the binds (and the rest) of a cycle that returned before they were made."""
-        tail, self._tail = self._tail, None
-        if tail is not None:
-            await tail
-
     async def _previous_status_done(self) -> None:
         """Wait for the last cycle's status and events; raised once, a failure there fails
         this cycle and not every cycle after it."""
@@ -503,6 +543,7 @@ class SchedulingLoop:
         snapshot: Snapshot,
         view: ClusterView,
         annotations: Annotations,
+        previous_binds: asyncio.Event | None = None,
     ) -> dict[str, Assumed]:
         pods = {pod.key: pod for pod in snapshot.pods}
         groups = {group.key: group for group in snapshot.pod_groups}
@@ -516,6 +557,7 @@ class SchedulingLoop:
             reservations,
             annotations,
             list(resends.values()),
+            previous_binds,
         )
         for uid in resends:  # settled, or held again in the report (or pruned meanwhile)
             self._assumed.pop(uid, None)
@@ -547,6 +589,8 @@ class SchedulingLoop:
         self._sharing.forget_created(reservations)
         in_use = set(_groups_in_use(fresh.pods, self._sharing.namespace))
         in_use.update(g for entry in self._assumed.values() for g in entry.placement.gpu_groups)
+        # A later cycle's binds may be going out meanwhile (a burst's), its devices' too.
+        in_use.update(g for placement in self._binding.values() for g in placement.gpu_groups)
         await self._sharing.collect_garbage(reservations, in_use)
         await self._sharing.publish_devices(fresh.pods, reservations)
 
@@ -563,6 +607,31 @@ class SchedulingLoop:
         if self._is_leader():
             self._metrics.record_queues(shares)
             self._metrics.record_pending(decisions)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Laid:
+    """What a cycle whose binds go out after it returned lays over the next one's cache."""
+
+    plans: dict[str, PodGroupPlan]
+    binding: dict[str, Assumed]
+
+    def lift(self, in_flight: dict[str, PodGroupPlan], binding: dict[str, Assumed]) -> None:
+        """Its binds and writes are done: the cache and the grouper's memory tell now."""
+        for key in self.plans:
+            in_flight.pop(key, None)
+        for key in self.binding:
+            binding.pop(key, None)
+
+
+async def _done(binds: asyncio.Event | None) -> None:
+    if binds is not None:
+        await binds.wait()
+
+
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -162,9 +162,13 @@ async def _no_grouping(_: str) -> dict[str, str]:
 
 
 async def _bind_singles(
-    kit: Kit, binder: Binder, manifests: Iterable[Mapping[str, Any]], node: str
+    kit: Kit,
+    binder: Binder,
+    manifests: Iterable[Mapping[str, Any]],
+    node: str,
+    after: asyncio.Event | None = None,
 ) -> BindReport:
-    """Bind each pod, each its own gang of one, to `node`."""
+    """Bind each pod, each its own gang of one, to `node` (once `after` is set)."""
     pods: dict[str, Pod] = {}
     groups: dict[str, PodGroup] = {}
     for manifest in manifests:
@@ -173,7 +177,32 @@ async def _bind_singles(
         groups[group.key] = group
     bindings = [Binding(key, node, Fraction(0), ()) for key in pods]
     by_key = {f"{m['metadata']['namespace']}/{m['metadata']['name']}": m for m in manifests}
-    return await binder.bind(bindings, pods, groups, by_key, {}, _no_grouping)
+    return await binder.bind(bindings, pods, groups, by_key, {}, _no_grouping, after=after)
+
+
+async def test_binds_handed_over_early_go_out_once_the_previous_binds_are_done(kit: Kit) -> None:
+    """A burst's next cycle hands its binds to the binder while the previous cycle's are
+    still going out: none is sent before those are done, and every one is sent after."""
+    earlier = [await kit.make_pod(f"earlier-{index}") for index in range(4)]
+    later = [await kit.make_pod(f"later-{index}") for index in range(4)]
+    earlier_done = asyncio.Event()
+    too_soon: list[str] = []
+    kit.kube.fails = lambda _, path: bool(
+        "/later-" in path and not earlier_done.is_set() and too_soon.append(path)
+    )  # records, fails none
+
+    async def earlier_cycle() -> BindReport:
+        try:
+            return await _bind_singles(kit, kit.binder(), earlier, kit.nodes[0])
+        finally:
+            earlier_done.set()
+
+    first, second = await asyncio.gather(
+        earlier_cycle(), _bind_singles(kit, kit.binder(), later, kit.nodes[1], earlier_done)
+    )
+    assert too_soon == []
+    assert len(first.bound) == len(second.bound) == 4
+    assert {await kit.node_of(f"later-{index}") for index in range(4)} == {kit.nodes[1]}
 
 
 async def test_a_conflict_is_read_to_decide_what_it_means(kit: Kit) -> None:

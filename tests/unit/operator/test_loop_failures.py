@@ -89,7 +89,7 @@ async def test_a_cycle_abandoned_after_its_binds_still_records_them() -> None:
             return await super().bind(bindings, *rest)
 
     loop._binder = _LeaseLostDuringBinds()
-    await loop._guarded(loop._carry_out(_decided(["ns/p-0", "ns/p-1"])))
+    await loop._guarded(loop._carry_out(_decided(["ns/p-0", "ns/p-1"]), earlier=()))
     assert loop.abandoned == 1  # the steps after the binds were dropped ...
     assert [summary.bound for summary in loop.recent] == [
         ("ns/p-0", "ns/p-1")
