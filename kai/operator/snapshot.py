@@ -5,7 +5,8 @@ must keep scheduling everyone else when one object is bad. An invalid PodGroup,
 or a pod of a group that cannot be parsed, sets its group aside with a reason and
 message (shown in the group's status and events); an unreadable node, queue or
 priority class is left out and logged. Parsing is memoised by resourceVersion, so
-a cycle parses only what changed since the previous one.
+a cycle parses only what changed since the previous one, and a pod that waits for
+the pod grouper (on no node, in no group yet) is not read at all: it holds nothing.
 
 Three pieces of the scheduler's own recent work are laid over the cache, because
 watch events for them may not have arrived yet: the pod grouper's decisions,
@@ -232,6 +233,10 @@ class SnapshotBuilder:
         for key, manifest in view.pods.items():
             plan = overlay.plans.get(key)
             group_key = plan.key if plan else annotated_pod_group_key(manifest) or ""
+            if not group_key and not _on_a_node(manifest) and key not in overlay.assumed:
+                # It waits for the pod grouper: it holds nothing and is in no queue yet.
+                # (A burst's first cycle parsed 4,500 such pods: 0.3 s before its binds.)
+                continue
             readable = grouped_manifest(manifest, plan) if plan is not None else manifest
             parsed = self._pods.get(
                 key,
@@ -281,6 +286,10 @@ class SnapshotBuilder:
         if text not in self._reported:
             self._reported.add(text)
             log.warning("object left out of scheduling", object=key, problem=text)
+
+
+def _on_a_node(manifest: Mapping[str, Any]) -> bool:
+    return bool((manifest.get("spec") or {}).get("nodeName"))
 
 
 def _version(manifest: Mapping[str, Any]) -> str:

@@ -146,6 +146,30 @@ def test_assumed_binds_hold_capacity_until_the_watch_shows_them() -> None:
     assert run_cycle(snapshot, EngineConfig(time_limit_seconds=0)).bindings == ()
 
 
+def test_a_pod_waiting_for_the_pod_grouper_is_not_read_until_it_is_planned() -> None:
+    """Unbound and ungrouped, it holds nothing and is in no queue: a burst's first cycle
+    read 4,500 of them before its first bind. Even a malformed one is no problem yet."""
+    ungrouped = _pod("waiting", "")
+    del ungrouped["metadata"]["annotations"]
+    ungrouped["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "lots"
+    elsewhere = _pod("other-scheduler", "")  # bound by another scheduler: it holds a GPU
+    del elsewhere["metadata"]["annotations"]
+    elsewhere["spec"] |= {"schedulerName": "default-scheduler", "nodeName": "n1"}
+    view = _view(
+        nodes={"n1": _node("n1", 2)},
+        queues={"q": _queue("q")},
+        pods={"team/waiting": ungrouped, "team/other-scheduler": elsewhere},
+    )
+    builder = SnapshotBuilder("kai-resource-reservation")
+    snapshot = builder.build(view, Overlay(), NOW)
+    assert [pod.key for pod in snapshot.pods] == ["team/other-scheduler"]
+    assert builder.problems_remembered == 0
+
+    plan = PodGroupPlan("pg-waiting", "team", _group("pg-waiting", 1), {}, {})
+    planned = builder.build(view, Overlay(plans={"team/waiting": plan}), NOW)
+    assert planned.set_aside[0].group == "team/pg-waiting"  # now read, and found unreadable
+
+
 def test_relist_replaces_the_store() -> None:
     store = Store()
     store.replace([_pod("a", "g"), _pod("b", "g")], "10")
