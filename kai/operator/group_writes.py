@@ -171,8 +171,8 @@ class GroupWrites:
 
     async def finish(self, bound: Collection[str]) -> None:
         """After the binds: the deferred groups (owed if a burst continues and all their
-        pods were bound, else written now), those owed by an earlier burst, the annotations whose binding was
-        not made; then wait for every write of the cycle."""
+        pods were bound, else written now), those owed by an earlier burst, the
+        annotations whose binding was not made; then wait for every write of the cycle."""
         self._bound = {key for key in bound if key in self._carried}
         for group, keys in self._unawaited.items():
             if group in self._groups:  # written beside its binds

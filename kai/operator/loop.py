@@ -9,9 +9,10 @@ as soon as its group is written; collect unused GPU reservations; record
 metrics; then start writing status and events, which go out while the next
 cycle plans and binds (the next cycle waits for them before starting its own).
 While a burst lasts, a cycle that binds every pod it grouped and decides nothing
-else returns once it has decided: its binds and everything after them go on
-while the next cycle plans and decides, with that cycle's plans and binds laid
-over the cache, and the next cycle binds only once they are done.
+else hands its binds over and returns once it has decided: they go out the
+moment the previous cycle's binds are done, and they and everything after them
+go on while the next cycle plans and decides, with that cycle's plans and binds
+laid over the cache.
 Only the leader runs cycles, and a cycle that finds the Lease lost between its
 steps stops there (the API client refuses the writes still in flight); a
 cycle's status and events are dropped if the Lease is lost before they go out.
@@ -175,16 +176,11 @@ class SchedulingLoop:
         self._assumed: dict[str, Held] = {}
         """Pod uid -> a bind of this process the watch does not show yet (or of unknown outcome)."""
         self._trailing: asyncio.Future[None] | None = None  # the last cycle's status and events
-        self._binds_going_out: asyncio.Event | None = None
-        """Set once the binds and grouping writes of the last cycle that returned when it
-        had decided (a burst's) are done; its steps after them go on in `_tails`."""
+        self._handoffs: list[_Handoff] = []
+        """The cycles that returned once they had decided (a burst's) whose binds and
+        grouping writes are not done, oldest first; their later steps go on in `_tails`."""
         self._tails: set[asyncio.Future[None]] = set()
         """The rest of each cycle that returned once it had decided, until it is done."""
-        self._in_flight: dict[str, PodGroupPlan] = {}
-        """Pod key -> the plan of each pod such a cycle grouped: written, owed or refused
-        once its binds are done; the next cycle lays them over the cache meanwhile."""
-        self._binding: dict[str, Assumed] = {}
-        """Pod key -> where such a cycle binds it, laid over the cache as binds already made."""
         self._burst_continues = False
         self.cycles = 0
         self.recent: deque[CycleSummary] = deque(maxlen=64)
@@ -217,13 +213,13 @@ class SchedulingLoop:
 
     async def _stop_tail(self) -> None:
         """On a stop, binds still going out are cancelled, as those of a running cycle are."""
-        self._binds_going_out = None
         tails = list(self._tails)
         for tail in tails:  # all first: a cancelled one must not let the next one's binds go
             tail.cancel()
         for tail in tails:
             with contextlib.suppress(asyncio.CancelledError):
                 await tail
+        self._handoffs.clear()  # those of tails cancelled before they began
 
     async def _finish_trailing(self) -> None:
         """On a stop, the last cycle's status and events get `stop_grace_seconds` to go out.
@@ -337,13 +333,13 @@ class SchedulingLoop:
             self._prune_assumed(view)
             with _timed(timings, "group"):
                 classes = self._builder.priority_classes(view)
-                plans = await self._grouper.plan(view, classes, self._in_flight)
+                plans = await self._grouper.plan(view, classes, self._in_flight())
             schedulable = plans.schedulable()
             foreign = foreign_plans(schedulable, self._shard) if self._shard else set()
             assumed = {entry.key: entry.placement for entry in self._assumed.values()}
             overlay = Overlay(
                 plans={key: plan for key, plan in schedulable.items() if key not in foreign},
-                assumed={**self._binding, **assumed},
+                assumed={**self._binding(), **assumed},
                 held=self._backoff.held(time.monotonic()),
             )
             # The new groups are written once the engine has decided; each pod's bind waits for its own.
@@ -374,10 +370,10 @@ class SchedulingLoop:
                 result = isolated.result
                 self._burst_continues = plans.burst_continues
                 overlapped = self._burst_continues and _binds_only(result, plans)
-                previous_binds, self._binds_going_out = self._binds_going_out, None
+                previous = self._handoffs[-1] if self._handoffs else None
                 if not overlapped:
                     with _timed(timings, "previous-binds"):
-                        await _done(previous_binds)
+                        await _done(previous)
                 self._still_leading("bind")
                 grouping.decided(
                     [binding.pod for binding in result.bindings], start_annotations(result.stamps)
@@ -389,39 +385,41 @@ class SchedulingLoop:
             if not overlapped:
                 await self._carry_out(rest, tuple(self._tails))
                 return
-            # Laid over the cache for the next cycle until its binds and writes are done.
-            laid = _Laid(
+            handoff = _Handoff(
                 grouping.planned_with_starts(),
                 {b.pod: Assumed(b.node, b.gpu_groups) for b in result.bindings},
+                previous.binds_done if previous else None,
             )
-            self._in_flight.update(laid.plans)
-            self._binding.update(laid.binding)
-            binds_done = asyncio.Event()
+            self._handoffs.append(handoff)
             tail = asyncio.ensure_future(
-                self._guarded(
-                    self._carry_out(rest, tuple(self._tails), binds_done, previous_binds, laid)
-                )
+                self._guarded(self._carry_out(rest, tuple(self._tails), handoff))
             )
             self._tails.add(tail)
             tail.add_done_callback(self._tails.discard)
-            self._binds_going_out = binds_done
             # Its binds are ready to go the moment the previous cycle's are done; the next
             # cycle plans once they go out.
             with _timed(timings, "previous-binds"):
-                await _done(previous_binds)
+                await _done(previous)
+
+    def _in_flight(self) -> dict[str, PodGroupPlan]:
+        """Pod key -> the plan of each pod a handed-over cycle grouped: written, owed or
+        refused once its binds are done; the next cycle lays them over the cache meanwhile."""
+        return {key: plan for handoff in self._handoffs for key, plan in handoff.plans.items()}
+
+    def _binding(self) -> dict[str, Assumed]:
+        """Pod key -> where a handed-over cycle binds it, laid over the cache as made."""
+        return {key: at for handoff in self._handoffs for key, at in handoff.binding.items()}
 
     async def _carry_out(
         self,
         cycle: _Decided,
         earlier: tuple[asyncio.Future[None], ...],
-        binds_done: asyncio.Event | None = None,
-        previous_binds: asyncio.Event | None = None,
-        laid: _Laid | None = None,
+        handoff: _Handoff | None = None,
     ) -> None:
-        """The rest of a cycle once its engine has decided: binds (once `previous_binds`
-        are done) and the grouping writes they wait for, then `binds_done`; and once the
-        `earlier` cycles' rests are done, the steps after them. Its summary is recorded
-        whatever fails."""
+        """The rest of a cycle once its engine has decided: binds (a handed-over cycle's
+        once the previous one's are done) and the grouping writes they wait for; and once
+        the `earlier` cycles' rests are done, the steps after them. Its summary is
+        recorded whatever fails."""
         bound: dict[str, Assumed] = {}
         try:
             try:
@@ -432,17 +430,17 @@ class SchedulingLoop:
                             cycle.snapshot,
                             cycle.view,
                             cycle.grouping.annotations,
-                            previous_binds,
+                            handoff.after if handoff else None,
                         )
                     with _timed(cycle.timings, "group-write"):
                         await cycle.grouping.finish(bound.keys())
             finally:  # bound or not, the cache and the grouper's memory tell the next cycle now
-                if laid is not None:
-                    laid.lift(self._in_flight, self._binding)
-                # A stop cancels the next cycle's binds too: they must not go out meanwhile.
-                if binds_done is not None and not _cancelling():
-                    binds_done.set()
-            if binds_done is not None:
+                if handoff is not None:
+                    self._handoffs.remove(handoff)
+                    # A stop cancels the next cycle's binds too: they must not go out meanwhile.
+                    if not _cancelling():
+                        handoff.binds_done.set()
+            if handoff is not None:
                 # The next cycle's binds, waiting on this event, go out before the rest.
                 await asyncio.sleep(0)
             for rest in earlier:  # their stamps and status come first, in order
@@ -543,7 +541,7 @@ class SchedulingLoop:
         snapshot: Snapshot,
         view: ClusterView,
         annotations: Annotations,
-        previous_binds: asyncio.Event | None = None,
+        after: asyncio.Event | None = None,
     ) -> dict[str, Assumed]:
         pods = {pod.key: pod for pod in snapshot.pods}
         groups = {group.key: group for group in snapshot.pod_groups}
@@ -557,7 +555,7 @@ class SchedulingLoop:
             reservations,
             annotations,
             list(resends.values()),
-            previous_binds,
+            after,
         )
         for uid in resends:  # settled, or held again in the report (or pruned meanwhile)
             self._assumed.pop(uid, None)
@@ -590,7 +588,7 @@ class SchedulingLoop:
         in_use = set(_groups_in_use(fresh.pods, self._sharing.namespace))
         in_use.update(g for entry in self._assumed.values() for g in entry.placement.gpu_groups)
         # A later cycle's binds may be going out meanwhile (a burst's), its devices' too.
-        in_use.update(g for placement in self._binding.values() for g in placement.gpu_groups)
+        in_use.update(g for placement in self._binding().values() for g in placement.gpu_groups)
         await self._sharing.collect_garbage(reservations, in_use)
         await self._sharing.publish_devices(fresh.pods, reservations)
 
@@ -609,24 +607,21 @@ class SchedulingLoop:
             self._metrics.record_pending(decisions)
 
 
-@dataclasses.dataclass(frozen=True)
-class _Laid:
-    """What a cycle whose binds go out after it returned lays over the next one's cache."""
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Handoff:
+    """A cycle that returned once it had decided, its binds handed over: what it lays over
+    the next cycle's cache until its binds and grouping writes are done."""
 
     plans: dict[str, PodGroupPlan]
     binding: dict[str, Assumed]
-
-    def lift(self, in_flight: dict[str, PodGroupPlan], binding: dict[str, Assumed]) -> None:
-        """Its binds and writes are done: the cache and the grouper's memory tell now."""
-        for key in self.plans:
-            in_flight.pop(key, None)
-        for key in self.binding:
-            binding.pop(key, None)
+    after: asyncio.Event | None
+    """Set once the previous handed-over cycle's binds are done: its own go out then."""
+    binds_done: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
 
 
-async def _done(binds: asyncio.Event | None) -> None:
-    if binds is not None:
-        await binds.wait()
+async def _done(handoff: _Handoff | None) -> None:
+    if handoff is not None:
+        await handoff.binds_done.wait()
 
 
 def _cancelling() -> bool:
