@@ -163,12 +163,19 @@ def allocated_at(
     decimals; a point's value is the mean of its samples, or of those one point either
     side when it has none (None when those are missing too).
     """
-    arrived = [round(s.arrived_milli / cluster_gpus / 10) for s in samples]
-    allocated = [round(s.allocated_milli / cluster_gpus / 10, 2) for s in samples]
     result: dict[str, float | None] = {}
     for point in points:
-        near = [a for x, a in zip(arrived, allocated, strict=True) if x == point]
-        if not near:
-            near = [a for x, a in zip(arrived, allocated, strict=True) if abs(x - point) <= 1]
+        near = [
+            round(s.allocated_milli / cluster_gpus / 10, 2)
+            for s in read_at(samples, cluster_gpus, point)
+        ]
         result[str(point)] = round(statistics.mean(near), 2) if near else None
     return result
+
+
+def read_at(samples: Sequence[Sample], cluster_gpus: int, point: int) -> list[Sample]:
+    """The samples an arrived point is read from: those whose arrived % rounds to it, or,
+    if none does, those that round to one point either side."""
+    arrived = [round(s.arrived_milli / cluster_gpus / 10) for s in samples]
+    near = [s for x, s in zip(arrived, samples, strict=True) if x == point]
+    return near or [s for x, s in zip(arrived, samples, strict=True) if abs(x - point) <= 1]

@@ -22,6 +22,10 @@ arrived % rounds to the point, or of those within one point when none does. A
 sample is taken after every cycle (after every pod online, as the paper's simulator
 does).
 
+Beside the curves, `packingBoundPct` is how much any placement of the arrived pods could
+allocate at each point (`bench/packing_bound.py`): what no policy, online or offline,
+with or without moves, can pass.
+
 The engine objects are built from manifests with kai's own parsers, once, and the
 snapshot is carried from cycle to cycle: bindings become Bound pods, as `kai
 simulate` applies them. With `--consolidate` the engine may move running pods to
@@ -67,6 +71,7 @@ from bench.openb import (
     read_pods,
     read_published,
 )
+from bench.packing_bound import packing_bound_at
 from bench.timing import summarize, timed_cycle
 from kai.api.constants import (
     CORE_API_VERSION,
@@ -430,7 +435,9 @@ def measure(
             runs.append(run)
         kai_runs.append(runs[0])
         greedy_runs.append(runs[1])
-        per_seed.append(_seed_document(seed, len(order), runs[0], runs[1], cluster.gpus))
+        document = _seed_document(seed, len(order), runs[0], runs[1], cluster.gpus)
+        document["packingBoundPct"] = packing_bound_at(order, runs[0].samples, setup.nodes)
+        per_seed.append(document)
     return {
         "bench": "trace",
         "trace": setup.trace,
@@ -445,6 +452,7 @@ def measure(
         "allocatedPct": _mean_points([s["allocatedPct"] for s in per_seed]),
         "greedyAllocatedPct": _mean_points([s["greedyAllocatedPct"] for s in per_seed]),
         "boundPct": _mean_or_none([s["boundPct"] for s in per_seed]),
+        "packingBoundPct": _mean_points([s["packingBoundPct"] for s in per_seed]),
         "movedPods": sum(run.moved for run in kai_runs),
         "greedyMovedPods": sum(run.moved for run in greedy_runs),
         "evictionSearchesCutShort": dict(sum((run.cut_short for run in kai_runs), Counter())),
@@ -515,6 +523,7 @@ def format_table(document: Document) -> str:
     rows.append([f"kai greedy pass ({mode})", *_cells(document["greedyAllocatedPct"], points)])
     for policy, curve in document["published"].items():
         rows.append([f"published {policy}", *_cells(curve, points)])
+    rows.append(["bound: any placement (packing LP)", *_cells(document["packingBoundPct"], points)])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = [
         "  ".join(
