@@ -41,6 +41,7 @@ from kai.operator.burst import first_in_line
 from kai.operator.cache import ClusterView
 from kai.operator.events import GROUPING_FAILED, WARNING, EventRecorder, InvolvedObject
 from kai.operator.group_writes import GroupWrites, Written
+from kai.operator.recovered_starts import with_recovered_starts
 from kai.workloads.catalog import load_catalog
 from kai.workloads.jqeval import JqEvaluator
 from kai.workloads.loader import InvalidDefinitionError, load_definition
@@ -131,7 +132,7 @@ class PodGrouper:
                 if plan is not None and self._is_its_group(pod, plan):
                     new[key] = plan
         return Plans(
-            new=new,
+            new=with_recovered_starts(new, view.pods),
             written={**in_flight, **{key: plan for key, (_, plan) in self._written.items()}},
             retrying=frozenset(self._refused & new.keys()),
             deferred=deferred,

@@ -3,13 +3,15 @@
 During a burst kai binds a new group's pods before it writes the group (their bindings
 carry the `pod-group-name` annotation; kai.operator.group_writes). A scheduler stopped
 in between leaves a bound pod naming a PodGroup the cluster lacks. The next one must
-count that pod toward its queue and write its group: otherwise the queue looks empty
-and is given more than its limit. A bound pod naming some other, missing group (a
+count that pod toward its queue and write its group, with the start the API server
+recorded when it bound the pod: otherwise the queue looks empty and is given more than
+its limit, and min-runtime does not protect the group. A bound pod naming some other, missing group (a
 user's own) is left as it is: no group is made up for it.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from kai_operator_support import (
@@ -26,6 +28,7 @@ from kai_operator_support import (
 )
 from kubernetes_asyncio import client
 
+from kai.api.podgroups import LAST_START_ANNOTATION
 from kai.testing.controlplane import ClusterAccess
 from kai.testing.fakes import GpuNode, NodeFactory
 
@@ -75,7 +78,14 @@ async def test_a_bound_pod_whose_group_was_never_written_counts_and_gets_it(
 
             await wait_for("the queue to count the lost pod", queue_counts_the_lost_pod)
             assert "users-own-group" not in await groups()
-            assert (await groups())[own_group]["spec"]["queue"] == queue
+            written = (await groups())[own_group]
+            assert written["spec"]["queue"] == queue
+            # Its start is when the API server bound the pod: min-runtime counts from it.
+            pod = await core.read_namespaced_pod("lost", namespace)
+            scheduled = next(c for c in pod.status.conditions if c.type == "PodScheduled")
+            assert scheduled.status == "True"
+            start = written["metadata"]["annotations"][LAST_START_ANNOTATION]
+            assert datetime.fromisoformat(start) == scheduled.last_transition_time
     finally:
         await delete_queue(api, queue)
 
