@@ -463,7 +463,11 @@ class SchedulingLoop:
         with _timed(timings, "stamps"):
             started = {pod.group for pod in snapshot.pods if pod.key in bound}
             await self._stamps.publish(
-                view.pod_groups, result.stamps, started, cycle.grouping.stamped
+                view.pod_groups,
+                result.stamps,
+                started,
+                cycle.grouping.stamped,
+                self._grouper.owed_groups,
             )
         after = _with_binds(snapshot, bound)
         shares = queue_shares(after)

@@ -163,6 +163,11 @@ class PodGrouper:
         if outcome is Written.GROUP_OWED:
             self._owed[plan.key] = plan
 
+    @property
+    def owed_groups(self) -> frozenset[str]:
+        """The PodGroups bound in a burst that have not been created yet."""
+        return frozenset(self._owed)
+
     def _settle_owed(self, group: str, written: bool) -> None:
         if written:
             self._owed.pop(group, None)

@@ -11,7 +11,8 @@ metadata (a None value removes the annotation), sent only when the cache shows o
 and sent again next cycle if it failed. A group the pod grouper creates in the cycle that
 binds it gets its start in the create (`start_annotations`; the grouper says which creates
 carried one): no patch then, and a start carried by a group none of whose pods was bound
-after all is taken back.
+after all is taken back. A group bound in a burst is created once the burst is over; the
+stamps it gets meanwhile (an eviction) wait for it.
 """
 
 from __future__ import annotations
@@ -47,14 +48,18 @@ class StampWriter:
         stamps: Mapping[str, GroupStamps],
         started: Collection[str],
         created_with: Mapping[str, Mapping[str, str]],
+        awaited: Collection[str] = (),
     ) -> None:
         """Write each group's changed annotations; `started` are the groups with a pod bound,
-        `created_with` the annotations that this cycle's PodGroup creates carried.
+        `created_with` the annotations that this cycle's PodGroup creates carried,
+        `awaited` the groups the pod grouper has yet to create (bound in a burst).
 
         `pod_groups` is the cycle's view, which lacks the groups the pod grouper created in
         this same cycle: their stamps are written all the same (the engine stamps a group
         once, when it starts). A failed write is owed and sent again next cycle, unless
-        the group is gone: the engine does not stamp a start twice.
+        the group is gone: the engine does not stamp a start twice. The stamps of an
+        awaited group (its pods evicted before the burst ended) are kept, unsent, until
+        the group is created: a patch would find no group and the stamp would be lost.
         """
         for key, stamp in stamps.items():
             wanted = stamp_annotations(stamp.last_start, stamp.stale_since, stamp.last_eviction)
@@ -70,6 +75,8 @@ class StampWriter:
             changed = {name: value for name, value in owed.items() if current.get(name) != value}
             if not changed:
                 del self._owed[key]
+                continue
+            if key in awaited and key not in pod_groups:
                 continue
             namespace, _, name = key.partition("/")
             path = pod_group_path({"metadata": {"namespace": namespace, "name": name}})
