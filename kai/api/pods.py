@@ -7,6 +7,7 @@ never sees.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from fractions import Fraction
@@ -69,6 +70,54 @@ def parse_pod(manifest: Mapping[str, Any], pod_group_key: str) -> Pod:
         gpu_groups=gpu_groups(metadata.labels),
         scheduler_is_ours=spec.scheduler_name == SCHEDULER_NAME,
     )
+
+
+_READ_METADATA = (
+    "name",
+    "namespace",
+    "uid",
+    "labels",
+    "annotations",
+    "creationTimestamp",
+    "deletionTimestamp",
+)
+"""The metadata `parse_pod` reads (`ObjectMeta`); with the spec and the status's phase, all of
+the pod it reads (`corev1.Pod`)."""
+
+
+def reparsed(before: Mapping[str, Any], after: Mapping[str, Any], parsed: Pod) -> Pod | None:
+    """`parse_pod(after)` worked out from `parsed`, which is `parse_pod(before)` (the same
+    group), when nothing `parse_pod` reads changed but the node it was bound to; else None,
+    and `after` must be parsed.
+
+    Why: the scheduler parses each pod it binds again once bound, and again when its
+    group shows up, and validating the whole pod was most of the snapshot's time in a
+    burst. A bound pod's other changes (resourceVersion, managedFields, conditions) are
+    not read.
+    """
+    spec, was = after.get("spec"), before.get("spec")
+    if not (isinstance(spec, Mapping) and isinstance(was, Mapping)):
+        return None
+    status, old_status = after.get("status") or {}, before.get("status") or {}
+    meta, old_meta = after.get("metadata") or {}, before.get("metadata") or {}
+    if (
+        not isinstance(status, Mapping)
+        or not isinstance(old_status, Mapping)
+        or not isinstance(meta, Mapping)
+        or not isinstance(old_meta, Mapping)
+        or status.get("phase") != old_status.get("phase")
+        or any(meta.get(name) != old_meta.get(name) for name in _READ_METADATA)
+        or any(spec.get(name) != was.get(name) for name in (set(spec) | set(was)) - {"nodeName"})
+    ):
+        return None
+    node, old_node = spec.get("nodeName"), was.get("nodeName")
+    if node == old_node:
+        return parsed
+    if old_node or not isinstance(node, str) or not node:
+        return None  # moved or unbound: never by a bind
+    if parsed.phase not in (PodPhase.PENDING, PodPhase.GATED):
+        return None
+    return dataclasses.replace(parsed, node=node, phase=PodPhase.BOUND)
 
 
 def gpu_groups(labels: Mapping[str, str]) -> tuple[str, ...]:

@@ -29,7 +29,7 @@ from kai.api.constants import SCHEDULER_NAME, default_priority_classes
 from kai.api.corev1 import PriorityClass
 from kai.api.errors import ManifestError, object_ref, validated
 from kai.api.parse import parse_node, parse_pod, parse_pod_group, parse_queue, validate_queue_tree
-from kai.api.pods import annotated_pod_group_key
+from kai.api.pods import annotated_pod_group_key, reparsed
 from kai.api.reservations import counted_reservations
 from kai.api.topologies import parse_topology
 from kai.engine.model import Node, Pod, PodGroup, PodPhase, Queue, SetAside, Snapshot, Topology
@@ -69,16 +69,31 @@ class ParseMemo(Generic[T]):
     """Parse results by object key, reused while the object's version is unchanged."""
 
     def __init__(self) -> None:
-        self._entries: dict[str, tuple[Hashable, T | ManifestError]] = {}
-        self._next: dict[str, tuple[Hashable, T | ManifestError]] = {}
+        # key -> (version, result, what it was parsed from, as the caller gave it)
+        self._entries: dict[str, tuple[Hashable, T | ManifestError, Any]] = {}
+        self._next: dict[str, tuple[Hashable, T | ManifestError, Any]] = {}
 
-    def get(self, key: str, version: Hashable, parse: Callable[[], T]) -> T | ManifestError:
+    def get(
+        self,
+        key: str,
+        version: Hashable,
+        parse: Callable[[], T],
+        source: object = None,
+        reuse: Callable[[Any, T], T | None] | None = None,
+    ) -> T | ManifestError:
+        """The object parsed; `reuse(earlier source, earlier result)`, when given, may work
+        out a new version's result from the earlier one's (None: parse it)."""
         entry = self._entries.get(key)
         if entry is None or entry[0] != version:
-            try:
-                entry = (version, parse())
-            except ManifestError as error:
-                entry = (version, error)
+            found: T | ManifestError | None = None
+            if entry is not None and reuse is not None and not isinstance(entry[1], ManifestError):
+                found = reuse(entry[2], entry[1])
+            if found is None:
+                try:
+                    found = parse()
+                except ManifestError as error:
+                    found = error
+            entry = (version, found, source)
         self._next[key] = entry
         return entry[1]
 
@@ -242,6 +257,8 @@ class SnapshotBuilder:
                 key,
                 (_version(manifest), group_key, plan is not None),
                 partial(parse_pod, readable, group_key),
+                (group_key, readable),
+                partial(_reparsed, group_key, readable),
             )
             if isinstance(parsed, ManifestError):
                 self._set_pod_aside(key, readable, group_key, parsed, groups, set_aside)
@@ -290,6 +307,14 @@ class SnapshotBuilder:
 
 def _on_a_node(manifest: Mapping[str, Any]) -> bool:
     return bool((manifest.get("spec") or {}).get("nodeName"))
+
+
+def _reparsed(
+    group_key: str, readable: Mapping[str, Any], earlier: tuple[str, Mapping[str, Any]], pod: Pod
+) -> Pod | None:
+    """The pod from its earlier parse, if in the same group and bound since at most."""
+    earlier_group, earlier_readable = earlier
+    return reparsed(earlier_readable, readable, pod) if earlier_group == group_key else None
 
 
 def _version(manifest: Mapping[str, Any]) -> str:
