@@ -9,6 +9,7 @@ here once, the same way for every rule (kai-semantics §4.4, §14.2).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -242,7 +243,16 @@ this runs once per pod (with the pure-Python one, about 5% of the scheduler's ti
 5,000-pod burst)."""
 
 
+_PLAIN = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9._]*[A-Za-z0-9])?\Z")
+"""Text YAML writes as it is, unless it reads as another type (`true`, `12`, `1e3`)."""
+_RESOLVER = yaml.resolver.Resolver()
+_STR = "tag:yaml.org,2002:str"
+
+
 def _top_owner_metadata(owner: Mapping[str, Any]) -> str:
+    """KAI's YAML of the top owner's identity. Written here line by line when every value is
+    plain text, as `yaml.dump` writes it then: the dump cost about 30 us a pod, a tenth of
+    a second of the event loop's time in a 5,000-pod burst."""
     gvk = gvk_of(owner)
     document = {
         "group": gvk.group,
@@ -251,7 +261,26 @@ def _top_owner_metadata(owner: Mapping[str, Any]) -> str:
         "name": name_of(owner),
         "uid": object_uid(owner),
     }
-    return yaml.dump(document, Dumper=_DUMPER, sort_keys=False)
+    lines = []
+    for key, value in document.items():
+        scalar = _plain_scalar(value)
+        if scalar is None:
+            return yaml.dump(document, Dumper=_DUMPER, sort_keys=False)
+        lines.append(f"{key}: {scalar}\n")
+    return "".join(lines)
+
+
+def _plain_scalar(value: object) -> str | None:
+    """The value as YAML writes it when that is the text itself (or '' for none); None: ask YAML."""
+    if value == "":
+        return "''"
+    if (
+        isinstance(value, str)
+        and _PLAIN.match(value)
+        and _RESOLVER.resolve(yaml.ScalarNode, value, (True, False)) == _STR  # type: ignore[no-untyped-call]
+    ):
+        return value
+    return None
 
 
 def grouped_manifest(manifest: Mapping[str, Any], plan: PodGroupPlan) -> dict[str, Any]:
