@@ -14,7 +14,7 @@ and the engine never hears of pools: it schedules whatever snapshot it is given.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -71,26 +71,66 @@ class ShardObjects:
     pods: dict[str, Manifest]
 
 
+class PodVerdicts:
+    """Which pods a shard kept at its last cut, for the next cut of the same objects.
+
+    A live scheduler cuts its whole watch cache, thousands of pods, several times a
+    cycle, and between two cuts few pods change. A pod's verdict depends on the pod and
+    on the shard's nodes and PodGroups (and which PodGroups exist), so it is kept while
+    the manifest is the same object (a watch cache replaces an object, never changes
+    it) and those are the same.
+    """
+
+    def __init__(self) -> None:
+        self._basis: tuple[frozenset[str], ...] | None = None
+        self._verdicts: dict[str, tuple[Manifest, bool]] = {}
+
+    def kept(
+        self,
+        pods: Mapping[str, Manifest],
+        basis: tuple[frozenset[str], ...],
+        keep: Callable[[Manifest], bool],
+    ) -> dict[str, Manifest]:
+        if basis != self._basis:
+            self._basis, self._verdicts = basis, {}
+        earlier, verdicts, kept = self._verdicts, {}, {}
+        for key, pod in pods.items():
+            entry = earlier.get(key)
+            verdict = entry[1] if entry is not None and entry[0] is pod else keep(pod)
+            verdicts[key] = (pod, verdict)
+            if verdict:
+                kept[key] = pod
+        self._verdicts = verdicts
+        return kept
+
+
 def shard_objects(
     shard: Shard,
     nodes: Mapping[str, Manifest],
     queues: Mapping[str, Manifest],
     pod_groups: Mapping[str, Manifest],
     pods: Mapping[str, Manifest],
+    remembered: PodVerdicts | None = None,
 ) -> ShardObjects:
-    """Cut the cluster down to one shard. PodGroups are keyed "namespace/name"."""
+    """Cut the cluster down to one shard. PodGroups are keyed "namespace/name".
+    `remembered`: the verdicts of an earlier cut of these objects, kept up to date."""
     own_nodes = {key: node for key, node in nodes.items() if shard.owns(node)}
     node_names = {str((node.get("metadata") or {}).get("name")) for node in own_nodes.values()}
     own_groups = {key: group for key, group in pod_groups.items() if shard.owns(group)}
+
+    def keep(pod: Manifest) -> bool:
+        return _pod_in_shard(shard, pod, node_names, own_groups.keys(), pod_groups.keys())
+
+    if remembered is None:
+        own_pods = {key: pod for key, pod in pods.items() if keep(pod)}
+    else:
+        basis = (frozenset(node_names), frozenset(own_groups), frozenset(pod_groups))
+        own_pods = remembered.kept(pods, basis, keep)
     return ShardObjects(
         nodes=own_nodes,
         queues={key: queue for key, queue in queues.items() if shard.owns(queue)},
         pod_groups=own_groups,
-        pods={
-            key: pod
-            for key, pod in pods.items()
-            if _pod_in_shard(shard, pod, node_names, own_groups.keys(), pod_groups.keys())
-        },
+        pods=own_pods,
     )
 
 

@@ -17,16 +17,19 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from kai.api.shards import Shard, shard_objects
+from kai.api.shards import PodVerdicts, Shard, shard_objects
 from kai.grouping import PodGroupPlan
 
 if TYPE_CHECKING:  # kai.operator.cache applies shard_view to every view it hands out
     from kai.operator.cache import ClusterView
 
 
-def shard_view(view: ClusterView, shard: Shard) -> ClusterView:
-    """The view as one shard sees it; priority classes and definitions are cluster-wide."""
-    cut = shard_objects(shard, view.nodes, view.queues, view.pod_groups, view.pods)
+def shard_view(
+    view: ClusterView, shard: Shard, remembered: PodVerdicts | None = None
+) -> ClusterView:
+    """The view as one shard sees it; priority classes and definitions are cluster-wide.
+    `remembered`: the pods' verdicts from the cut before (see `PodVerdicts`)."""
+    cut = shard_objects(shard, view.nodes, view.queues, view.pod_groups, view.pods, remembered)
     return dataclasses.replace(
         view, nodes=cut.nodes, queues=cut.queues, pod_groups=cut.pod_groups, pods=cut.pods
     )

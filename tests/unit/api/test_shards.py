@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kai.api.shards import Shard, shard_objects
+from kai.api.shards import PodVerdicts, Shard, shard_objects
 
 POOL = "kai.scheduler/node-pool"
 
@@ -92,3 +92,42 @@ def test_a_pool_shard_labels_the_pods_it_binds_with_its_pool_as_kai() -> None:
     }
     assert Shard().labels_on_bind(_pod("p")) == {}  # the default shard writes none
     assert Shard().labels_on_bind(_pod("p", "b")) == {}
+
+
+def test_a_remembered_cut_is_the_cut_as_the_pods_nodes_and_groups_change() -> None:
+    remembered = {shard: PodVerdicts() for shard in (Shard("a"), Shard())}
+    pods = dict(PODS)
+    groups = dict(GROUPS)
+    steps = [
+        lambda: None,  # the same objects again
+        lambda: pods.update({"ml/new-d": _pod("new-d", node="a-1")}),  # bound in pool a
+        lambda: groups.update(
+            {"ml/not-seen-yet": {"metadata": _meta("not-seen-yet", "b", namespace="ml")}}
+        ),
+        lambda: pods.update({"ml/ga-0": _pod("ga-0", group="gd")}),  # re-annotated
+    ]
+    for step in steps:
+        step()
+        for shard, verdicts in remembered.items():
+            fresh = shard_objects(shard, NODES, QUEUES, groups, pods)
+            assert shard_objects(shard, NODES, QUEUES, groups, pods, verdicts) == fresh
+
+
+def test_a_pod_is_judged_again_only_when_it_or_what_its_verdict_depends_on_changed() -> None:
+    judged: list[str] = []
+
+    def keep(pod: dict[str, Any]) -> bool:
+        judged.append(pod["metadata"]["name"])
+        return True
+
+    verdicts = PodVerdicts()
+    basis = (frozenset({"a-1"}), frozenset({"ml/ga"}), frozenset({"ml/ga"}))
+    verdicts.kept(PODS, basis, keep)
+    assert len(judged) == len(PODS)
+    judged.clear()
+    changed = {**PODS, "ml/new-d": _pod("new-d")}  # a new object, as a watch event brings
+    verdicts.kept(changed, basis, keep)
+    assert judged == ["new-d"]
+    judged.clear()
+    verdicts.kept(changed, (*basis[:2], frozenset({"ml/ga", "ml/gd"})), keep)
+    assert len(judged) == len(PODS)
