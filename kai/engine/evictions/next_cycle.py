@@ -31,13 +31,18 @@ from kai.engine.resources import Resources
 def undone_next_cycle(state: EvictionState, preemptor: Preemptor, scenario: Scenario) -> bool:
     """True when the next allocation would re-place a victim before placing the preemptor."""
     inputs = state.inputs
-    future = {name: cap.copy() for name, cap in state.future.items()}
+    # Only the victims' nodes change here; the greedy pass copies what it changes itself.
+    future = dict(state.future)
+    copied: set[str] = set()
     ledger = state.ledger.copy()
     victims: dict[str, list[Pod]] = defaultdict(list)
     for key, evicted in scenario.evicted.items():
         gang = state.running[key]
         for pod in gang.pods:
             if pod.key in evicted and pod.node in future:
+                if pod.node not in copied:
+                    future[pod.node] = future[pod.node].copy()
+                    copied.add(pod.node)
                 release(future[pod.node], pod, pod.gpu_groups)
                 ledger.add(
                     gang.group.queue, Resources() - state.usage[pod.key], gang.group.preemptible
