@@ -67,7 +67,7 @@ def _quantity(value: object) -> Fraction:
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 
 
-def _timestamp(value: object) -> datetime:
+def parse_timestamp(value: object) -> datetime:
     """An RFC 3339 time; one without an offset (YAML drops a `Z` it never saw) is UTC."""
     if isinstance(value, datetime):
         moment = value
@@ -89,7 +89,7 @@ Quantity = Annotated[Fraction, PlainValidator(_quantity)]
 Duration = Annotated[Fraction, PlainValidator(parse_duration)]
 """A Kubernetes Duration string, in seconds."""
 
-Timestamp = Annotated[datetime, PlainValidator(_timestamp)]
+Timestamp = Annotated[datetime, PlainValidator(parse_timestamp)]
 """An RFC 3339 time, always timezone-aware."""
 
 Count = Annotated[StrictInt, Field(ge=0)]

@@ -9,6 +9,7 @@ here once, the same way for every rule (kai-semantics §4.4, §14.2).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -68,6 +69,14 @@ class PodGroupPlan:
     def key(self) -> str:
         """The PodGroup's "namespace/name", as the cache and the engine key it."""
         return f"{self.namespace}/{self.name}"
+
+    def with_group_annotations(self, extra: Mapping[str, str]) -> PodGroupPlan:
+        """The plan with these annotations added to (or replacing some of) the PodGroup's."""
+        if not extra:
+            return self
+        metadata = dict(self.manifest.get("metadata") or {})
+        metadata["annotations"] = {**(metadata.get("annotations") or {}), **extra}
+        return dataclasses.replace(self, manifest={**self.manifest, "metadata": metadata})
 
 
 @dataclass(frozen=True, slots=True)

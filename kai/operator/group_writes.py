@@ -22,7 +22,6 @@ its pod) are logged and retried next cycle.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from enum import Enum
 from functools import partial
@@ -235,10 +234,7 @@ class GroupWrites:
         return {key: self._with_start(plan) for key, plan in self._plans.items()}
 
     def _with_start(self, plan: PodGroupPlan) -> PodGroupPlan:
-        starts = self._starts.get(plan.key) or {}
-        if not starts:
-            return plan
-        return dataclasses.replace(plan, manifest=_with_annotations(plan.manifest, starts))
+        return plan.with_group_annotations(self._starts.get(plan.key) or {})
 
     def _start_patch(self, pod_key: str) -> None:
         self._patches[pod_key] = self._tasks.create_task(self._annotate(pod_key))
@@ -282,7 +278,7 @@ async def _create_pod_group(
     brought to the plan without them."""
     collection = _collection(plan)
     try:
-        await kube.create(collection, _with_annotations(plan.manifest, annotations))
+        await kube.create(collection, plan.with_group_annotations(annotations).manifest)
     except ApiError as error:
         if error.status != _CONFLICT:
             raise
@@ -302,14 +298,6 @@ def _group_updater(
     if patch is None:
         return None
     return lambda: kube.merge_patch(f"{_collection(plan)}/{plan.name}", patch)
-
-
-def _with_annotations(manifest: Mapping[str, Any], extra: Mapping[str, str]) -> dict[str, Any]:
-    if not extra:
-        return dict(manifest)
-    metadata = dict(manifest.get("metadata") or {})
-    metadata["annotations"] = {**(metadata.get("annotations") or {}), **extra}
-    return {**manifest, "metadata": metadata}
 
 
 def _pod_patcher(

@@ -13,11 +13,11 @@ bound than its minimum has not started and gets none.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from kai.api.fields import parse_timestamp
 from kai.api.podgroups import LAST_START_ANNOTATION, stamp_annotations
 from kai.grouping.plan import PodGroupPlan
 
@@ -54,16 +54,14 @@ def _bound_at(pod: Mapping[str, Any] | None) -> datetime | None:
     for condition in (pod.get("status") or {}).get("conditions") or ():
         if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
             try:
-                moment = datetime.fromisoformat(str(condition.get("lastTransitionTime") or ""))
+                return parse_timestamp(condition.get("lastTransitionTime"))
             except ValueError:
                 return None
-            return moment if moment.tzinfo is not None else None
     return None
 
 
 def _with_start(plan: PodGroupPlan, start: str) -> PodGroupPlan:
-    metadata = dict(plan.manifest.get("metadata") or {})
-    annotations = dict(metadata.get("annotations") or {})
-    annotations.setdefault(LAST_START_ANNOTATION, start)
-    metadata["annotations"] = annotations
-    return dataclasses.replace(plan, manifest={**plan.manifest, "metadata": metadata})
+    annotations = (plan.manifest.get("metadata") or {}).get("annotations") or {}
+    if LAST_START_ANNOTATION in annotations:  # one the plan has already stands
+        return plan
+    return plan.with_group_annotations({LAST_START_ANNOTATION: start})

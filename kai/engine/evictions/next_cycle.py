@@ -33,16 +33,14 @@ def undone_next_cycle(state: EvictionState, preemptor: Preemptor, scenario: Scen
     inputs = state.inputs
     # Only the victims' nodes change here; the greedy pass copies what it changes itself.
     future = dict(state.future)
-    copied: set[str] = set()
     ledger = state.ledger.copy()
     victims: dict[str, list[Pod]] = defaultdict(list)
     for key, evicted in scenario.evicted.items():
         gang = state.running[key]
         for pod in gang.pods:
             if pod.key in evicted and pod.node in future:
-                if pod.node not in copied:
+                if future[pod.node] is state.future[pod.node]:  # not copied yet
                     future[pod.node] = future[pod.node].copy()
-                    copied.add(pod.node)
                 release(future[pod.node], pod, pod.gpu_groups)
                 ledger.add(
                     gang.group.queue, Resources() - state.usage[pod.key], gang.group.preemptible
