@@ -16,6 +16,7 @@ from kai.api.durations import parse_duration
 from kai.api.shards import NODE_POOL_LABEL_KEY
 from kai.cli.arguments import kubeconfig_file
 from kai.operator.config import (
+    BURST_GROWTH,
     DEFAULT_RESERVATION_NAMESPACE,
     QUIET_RECHECK_SECONDS,
     OperatorConfig,
@@ -61,7 +62,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--burst-pods",
         type=int,
         default=500,
-        help="new pods one cycle takes on at most; the rest go to the next cycle (0: no bound)",
+        help="new pods a burst's first cycle takes on at most; the rest go to the next cycles,"
+        f" each taking on twice as many, up to {BURST_GROWTH}x (0: no bound)",
     )
     parser.add_argument(
         "--quiet-recheck",

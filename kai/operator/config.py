@@ -15,6 +15,8 @@ DEFAULT_RESERVATION_NAMESPACE = RESERVATION_NAMESPACE
 DEFAULT_NAMESPACE = "kai-scheduler"
 QUIET_RECHECK_SECONDS = 10.0
 """How often a quiet cluster gets a full cycle all the same (kai.operator.loop)."""
+BURST_GROWTH = 4
+"""The most a burst's later cycles take on, as a multiple of `burst_pods` (kai.operator.burst)."""
 
 
 def default_identity() -> str:
@@ -45,7 +47,8 @@ class OperatorConfig:
     serve_healthz: bool = True
     """Liveness on the metrics port too; `kai run` leaves it to kopf's probe endpoint."""
     burst_pods: int = 500
-    """New pods one cycle groups and schedules at most; the rest go to the next (0: no bound)."""
+    """New pods a burst's first cycle groups and schedules at most; the rest go to the next
+    cycles, each taking on twice as many, up to `BURST_GROWTH` x (0: no bound)."""
     bind_concurrency: int = 32
     write_concurrency: int = 32
     namespace: str = field(default_factory=default_namespace)

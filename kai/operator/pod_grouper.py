@@ -37,7 +37,7 @@ from kai.api.shards import NODE_POOL_LABEL_KEY
 from kai.grouping import GroupingError, PodGroupPlan, plan_pod_group
 from kai.kube.client import ApiError, Kube
 from kai.kube.owners import OwnerChainError, OwnerReader
-from kai.operator.burst import first_in_line
+from kai.operator.burst import cycle_bound, first_in_line
 from kai.operator.cache import ClusterView
 from kai.operator.events import GROUPING_FAILED, WARNING, EventRecorder, InvolvedObject
 from kai.operator.group_writes import GroupWrites, Written
@@ -89,7 +89,10 @@ class PodGrouper:
         self._kube = kube
         self._node_pool_label = node_pool_label  # copied from the pod onto its group (KAI)
         self._owners = owners
-        self._burst_limit = burst_limit  # new pods grouped per cycle; 0: all (kai.operator.burst)
+        self._burst_limit = (
+            burst_limit  # a burst's first cycle's bound; 0: all (kai.operator.burst)
+        )
+        self._burst_cycles = 0  # cycles in a row that left new pods for the next one
         self._events = events
         self._reservation_namespace = reservation_namespace
         self._concurrency = concurrency
@@ -108,7 +111,7 @@ class PodGrouper:
         priority_classes: Mapping[str, int],
         in_flight: Mapping[str, PodGroupPlan] | None = None,
     ) -> Plans:
-        """Plan the ungrouped pods first in line (at most the burst limit); reads owners, writes nothing.
+        """Plan the ungrouped pods first in line (at most the burst's bound); reads owners, writes nothing.
 
         `in_flight`: the plans of a cycle whose binds and writes are still going out (its
         pods are not planned again, and its plans count as written until they settle).
@@ -122,7 +125,10 @@ class PodGrouper:
             if key not in self._written and key not in in_flight and self._needs_group(pod, view)
         ]
         self._refused &= {key for key, _ in waiting}
-        waiting, deferred = first_in_line(waiting, self._burst_limit)
+        waiting, deferred = first_in_line(
+            waiting, cycle_bound(self._burst_limit, self._burst_cycles)
+        )
+        self._burst_cycles = self._burst_cycles + 1 if deferred else 0
         new: dict[str, PodGroupPlan] = {}
         if waiting:
             self._owners.start_cycle()

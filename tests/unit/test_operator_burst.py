@@ -1,10 +1,12 @@
-"""The burst bound: who is first in line, and a controller's pods are never split by it."""
+"""The burst bound: how it grows, who is first in line, and a controller's pods are never
+split by it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kai.operator.burst import first_in_line
+from kai.operator.burst import cycle_bound, first_in_line
+from kai.operator.config import BURST_GROWTH
 
 
 def _pod(
@@ -58,3 +60,21 @@ def test_no_bound_or_a_small_burst_takes_everything() -> None:
     waiting = [_pod(f"p{index}", "2026-01-01T00:00:01Z") for index in range(4)]
     assert first_in_line(waiting, 0) == (waiting, 0)
     assert first_in_line(waiting, 4) == (waiting, 0)
+
+
+def test_the_bound_doubles_each_cycle_a_burst_lasts_up_to_its_growth() -> None:
+    assert BURST_GROWTH == 4  # the sequence below is written for it
+    assert [cycle_bound(500, continued) for continued in range(6)] == [
+        500,
+        1000,
+        2000,
+        2000,
+        2000,
+        2000,
+    ]
+    assert cycle_bound(500, 10**9) == 2000  # a burst that lasts does not overflow the bound
+
+
+def test_no_bound_stays_no_bound_however_long_the_burst() -> None:
+    assert cycle_bound(0, 0) == 0
+    assert cycle_bound(0, 5) == 0
