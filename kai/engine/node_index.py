@@ -11,10 +11,12 @@ from __future__ import annotations
 import bisect
 import functools
 import heapq
+import itertools
 from collections.abc import Callable, Iterator, Mapping
 from typing import cast
 
 from kai.engine.capacity import NodeCapacity
+from kai.engine.cpu_balance import CpuBalance
 from kai.engine.fragmentation import Fragmentation, Growth, shape_of
 from kai.engine.model import PlacementStrategy, Pod
 
@@ -52,6 +54,9 @@ class NodeIndex:
         # Idle whole GPUs -> the states with that many (a state fixes them): a pod asking
         # for n looks only at states with n or more, most of a busy cluster's states fewer.
         self._by_level: dict[int, set[int]] = {}
+        self._balance: CpuBalance | None = (
+            None  # the cluster's cores per GPU, at the first lone pod
+        )
 
     # -- checkpoints ---------------------------------------------------------------------
     def begin(self) -> None:
@@ -124,7 +129,9 @@ class NodeIndex:
     ) -> str | None:
         """The node where the pod adds the least expected fragmentation, by score (growths
         that score the same are equal, see `fragmentation`); among equals, the one with
-        fewest idle whole devices, as bin-packing prefers, then by name."""
+        fewest idle whole devices, as bin-packing prefers, then the one whose free cores per
+        free GPU suit the pod best (`cpu_balance`: first, for a pod that asks for more cores
+        per GPU than the cluster has), then by name."""
         states = self._tracked_states(fragmentation)
         ranked: list[tuple[int, int, str, int]] = []
         shape = shape_of(pod)
@@ -146,7 +153,33 @@ class NodeIndex:
                     growth = cast(Growth, growth)
                     ranked.append((growth.rank, level, names[0], state))
         ranked.sort()  # a total order (the state breaks ties): the walk's order does not matter
-        for *_, state in ranked:
+        for _, tied in itertools.groupby(ranked, key=lambda entry: entry[0]):
+            found = self._suited_best(pod, list(tied), eligible, states)
+            if found is not None:
+                return found
+        return None
+
+    def _suited_best(
+        self,
+        pod: Pod,
+        tied: list[tuple[int, int, str, int]],
+        eligible: Callable[[str], bool],
+        states: Mapping[int, list[str]],
+    ) -> str | None:
+        """The first eligible node among states of equal score, by packing and the cores per
+        GPU that suit the pod (see `_least_fragmenting`). A state's first node stands for it,
+        as for its growth."""
+        balance = self._balance
+        if balance is None:
+            balance = self._balance = CpuBalance(self.capacity.values())
+        cores_first = balance.asks_for_cores(pod)
+        ordered = []
+        for _, level, first, state in tied:
+            mismatch = balance.mismatch(self.capacity[first], pod)
+            preference = (mismatch, level) if cores_first else (level, mismatch)
+            ordered.append((preference, first, state))
+        ordered.sort()
+        for *_, state in ordered:
             for name in states[state]:
                 if eligible(name):
                     return name
