@@ -481,8 +481,12 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
 
 
+CONTROL_PLANE = ("kube-apiserver", "etcd", "kube-controller-manager")
+
+
 def _control_plane_pids() -> dict[str, int]:
-    """kube-apiserver's and etcd's pids: children of this process, by program name."""
+    """The control plane's pids (kube-apiserver, etcd, kube-controller-manager): children of
+    this process, by program name."""
     found: dict[str, int] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -493,7 +497,7 @@ def _control_plane_pids() -> dict[str, int]:
         except OSError:
             continue
         parent = int(stat.rsplit(")", 1)[1].split()[1])
-        if parent == os.getpid() and program in ("kube-apiserver", "etcd"):
+        if parent == os.getpid() and program in CONTROL_PLANE:
             found[program] = int(entry.name)
     return found
 
