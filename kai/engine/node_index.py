@@ -172,12 +172,29 @@ class NodeIndex:
         balance = self._balance
         if balance is None:
             balance = self._balance = CpuBalance(self.capacity.values())
-        cores_first = balance.asks_for_cores(pod)
+        if balance.asks_for_cores(pod):
+            return self._first_eligible(pod, tied, eligible, states, cores_first=True)
+        # Packing first: the proportion is worked out only for the states of the fewest idle
+        # devices that have an eligible node (`tied` is sorted by level), most pods' first.
+        for _, same_level in itertools.groupby(tied, key=lambda entry: entry[1]):
+            found = self._first_eligible(pod, list(same_level), eligible, states)
+            if found is not None:
+                return found
+        return None
+
+    def _first_eligible(
+        self,
+        pod: Pod,
+        tied: list[tuple[int, int, str, int]],
+        eligible: Callable[[str], bool],
+        states: Mapping[int, list[str]],
+        cores_first: bool = False,
+    ) -> str | None:
+        balance = cast(CpuBalance, self._balance)
         ordered = []
         for _, level, first, state in tied:
             mismatch = balance.mismatch(self.capacity[first], pod)
-            preference = (mismatch, level) if cores_first else (level, mismatch)
-            ordered.append((preference, first, state))
+            ordered.append(((mismatch, level) if cores_first else (level, mismatch), first, state))
         ordered.sort()
         for *_, state in ordered:
             for name in states[state]:
