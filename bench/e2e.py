@@ -17,6 +17,9 @@ ceiling is a bare client posting each pod's Binding, 64 at a time, to the same
 control plane: no scheduler binds faster than that. Each side runs `--runs`
 times, interleaved (kai, kube-scheduler, ceiling, kai, ...) so drifting load
 falls on all alike; the figures are medians and the ratios are of medians.
+Between runs the control plane rests (`--cooldown-seconds`, 60), and each run
+starts once its CPU is quiet (`settleSeconds`): a run that follows another
+too closely pays for it (see `Cooldown`).
 
 Shards (`--shards N`, N > 1): the bursts add a side `kaiShards`, N `kai run
 --node-pool pool-<i>` processes (each its own metrics port and log) on the same
@@ -238,7 +241,7 @@ class FirstSeen:
         self._path = path
         self._reached = reached
         self.bound: dict[str, float] = {}
-        self._seen = asyncio.Event()
+        self._waiters: list[tuple[set[str], asyncio.Event]] = []
 
     async def run(self) -> None:
         path = self._path
@@ -263,19 +266,30 @@ class FirstSeen:
         name = self._reached(found)
         if name is not None and name not in self.bound:
             self.bound[name] = time.monotonic()
-            self._seen.set()
+            for missing, done in self._waiters:
+                missing.discard(name)
+                if not missing:
+                    done.set()
 
     async def wait(self, names: Collection[str], timeout: float) -> None:
-        """Until every one of `names` is seen; TimeoutError naming how far it got."""
-        deadline = time.monotonic() + timeout
-        while (done := sum(1 for name in names if name in self.bound)) < len(names):
-            self._seen.clear()
-            try:
-                await asyncio.wait_for(self._seen.wait(), deadline - time.monotonic())
-            except TimeoutError:
-                raise TimeoutError(
-                    f"only {done} of {len(names)} pods seen after {timeout:g}s ({self._path})"
-                ) from None
+        """Until every one of `names` is seen; TimeoutError naming how far it got.
+
+        Each sighting crosses one name off (this process shares the machine with the
+        scheduler it measures: no rescan of thousands of names per watch event)."""
+        missing = {name for name in names if name not in self.bound}
+        if not missing:
+            return
+        waiter = (missing, asyncio.Event())
+        self._waiters.append(waiter)
+        try:
+            await asyncio.wait_for(waiter[1].wait(), timeout)
+        except TimeoutError:
+            done = len(names) - len(missing)
+            raise TimeoutError(
+                f"only {done} of {len(names)} pods seen after {timeout:g}s ({self._path})"
+            ) from None
+        finally:
+            self._waiters.remove(waiter)
 
     def times(self, names: Iterable[str]) -> list[float]:
         return [self.bound[name] for name in names]
@@ -304,11 +318,13 @@ def group_watch(kube: Kube) -> FirstSeen:
 
 
 async def _delete_pods(kube: Kube) -> None:
-    """Pods and kai's PodGroups, so that the next run starts from an empty namespace (the
-    garbage collector would delete the groups, but late, while the next run writes)."""
+    """kai's PodGroups, then the pods, so that the next run starts from an empty namespace.
+
+    Groups first: deleting a pod that still owns a group sets the garbage collector to
+    read and delete that group, thousands of requests that went on into the next run."""
     for path in (
-        f"/api/v1/namespaces/{NAMESPACE}/pods",
         f"/apis/scheduling.run.ai/v2alpha2/namespaces/{NAMESPACE}/podgroups",
+        f"/api/v1/namespaces/{NAMESPACE}/pods",
     ):
         asked = 0.0
         while True:
@@ -502,6 +518,47 @@ def _control_plane_pids() -> dict[str, int]:
     return found
 
 
+QUIET_CORES = 0.2
+"""The control plane counts as settled below this much CPU (cores, all of it together)."""
+SETTLE_LIMIT_SECONDS = 120.0
+
+
+async def _settle(window: float = 1.0) -> float:
+    """Until the control plane has finished the work the last writes left it (watch
+    fan-out, the garbage collector's queue): its CPU over `window` below QUIET_CORES, or
+    SETTLE_LIMIT_SECONDS. A burst that starts while the one before is still being cleaned
+    up measures that cleanup too, for whichever side runs next. The seconds waited."""
+    pids = _control_plane_pids()
+    began = time.monotonic()
+    while time.monotonic() - began < SETTLE_LIMIT_SECONDS:
+        before = sum(_cpu_seconds(pid) for pid in pids.values())
+        await asyncio.sleep(window)
+        if sum(_cpu_seconds(pid) for pid in pids.values()) - before < QUIET_CORES * window:
+            break
+    return round(time.monotonic() - began, 1)
+
+
+class Cooldown:
+    """The pause between one run's end and the next run's start, the same for every side.
+
+    Measured: kai alone, four 5,000-pod bursts back to back on one control plane took
+    7.7, 9.6, 10.4 and 9.7 s, and with a minute between them 8.0, 8.9 and 8.2 s. Every
+    process on the machine, kai's imports too, ran slower in a burst that came soon after
+    another, while the control plane's CPU was already quiet. So a run was paying for the
+    one before it, whichever side that was."""
+
+    def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
+        self._since: float | None = None  # no run yet: nothing to cool down from
+
+    def restart(self) -> None:
+        self._since = time.monotonic()
+
+    async def wait(self) -> None:
+        if self._since is not None:
+            await asyncio.sleep(max(0.0, self._since + self._seconds - time.monotonic()))
+
+
 Start = Callable[[str], subprocess.Popen[bytes]]
 """Starts one scheduler; its argument names the run (for its log file)."""
 
@@ -550,6 +607,7 @@ async def _burst(
     names = _names(f"{side.prefix}-b{run}", args.pods)
     await _assert_no_pods(kube)
     await _create_pods(kube, names, side.scheduler, side.shards)
+    settled = await _settle()
     others = _control_plane_pids()
     before = {name: _cpu_seconds(pid) for name, pid in others.items()}
     label = f"burst-{run}"
@@ -587,6 +645,7 @@ async def _burst(
     row: dict[str, Any] = {
         "seconds": round(max(times) - began, 2),
         "firstBindSeconds": round(min(times) - began, 2),
+        "settleSeconds": settled,
     }
     cycle_began = _first_cycle_start(side.log(label)) if side.log is not None else None
     if shards:
@@ -651,6 +710,7 @@ async def _stream(
     creation is when its create request was sent, its bind when the watch saw it.
     """
     assert side.start is not None
+    await _settle()
     process = side.start(f"stream-{run}")
     try:
         warm = [f"{side.prefix}-w{run}"]
@@ -817,6 +877,7 @@ async def _runs(
     stream_sides: Sequence[Side],
 ) -> dict[str, Any]:
     result: dict[str, Any] = {"pods": args.pods, "runs": args.runs}
+    cooling = Cooldown(args.cooldown_seconds)
     bursts: dict[str, list[dict[str, Any]]] = {side.name: [] for side in burst_sides}
     if args.pods:
         layout = 1  # the nodes carry no pool label yet
@@ -825,8 +886,10 @@ async def _runs(
                 log(f"labelling {args.nodes} nodes into {side.shards} pool(s)")
                 await _label_nodes(kube, args.nodes, side.shards)
                 layout = side.shards
+            await cooling.wait()
             log(f"burst {run}: {side.name}, {args.pods} pods")
             row = await _burst(kube, watch, groups, side, run, args, port)
+            cooling.restart()
             log(f"  {row}")
             bursts[side.name].append(row)
         for name, rows in bursts.items():
@@ -845,8 +908,10 @@ async def _runs(
             await _label_nodes(kube, args.nodes, 1)
         streams: dict[str, list[dict[str, Any]]] = {side.name: [] for side in stream_sides}
         for run, side in interleaved(stream_sides, args.stream_runs):
+            await cooling.wait()
             log(f"stream {run}: {side.name}, {args.stream_pods} pods at {args.stream_rate}/s")
             row = await _stream(kube, watch, side, run, args)
+            cooling.restart()
             log(f"  {row}")
             streams[side.name].append(row)
         result["stream"] = {
@@ -933,6 +998,12 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=10.0,
         help="after a burst, the scheduler's CPU while nothing changes, for this long (0: not)",
+    )
+    parser.add_argument(
+        "--cooldown-seconds",
+        type=float,
+        default=60.0,
+        help="pause between one run's end and the next run's start, for every side",
     )
     parser.add_argument("--timeout", type=float, default=900.0, help="per run, seconds")
     parser.add_argument("--log-dir", type=Path, help="keep the schedulers' logs here")

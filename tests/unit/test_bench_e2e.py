@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from bench.e2e import Side, interleaved, summarize_bursts, summarize_streams
+import asyncio
+from collections.abc import Mapping
+from typing import Any, cast
+
+import pytest
+
+from bench.e2e import Cooldown, FirstSeen, Side, interleaved, summarize_bursts, summarize_streams
 from bench.timing import nearest_rank
+from kai.kube.client import Kube
 
 
 def test_sides_alternate_round_by_round() -> None:
@@ -47,3 +54,41 @@ def test_a_stream_summary_takes_each_figure_s_median() -> None:
     summary = summarize_streams(rows)
     assert summary["firstBindSeconds"] == 0.6
     assert summary["latencySeconds"] == {"p50": 0.3, "p99": 1.5, "max": 2.0}
+
+
+def _named(pod: Mapping[str, Any]) -> str | None:
+    return str(pod["name"]) if pod.get("bound") else None
+
+
+async def test_a_wait_ends_when_the_last_name_is_seen_and_only_then() -> None:
+    seen = FirstSeen(cast(Kube, None), "/pods", _named)  # fed by hand: no watch runs
+    seen._see({"name": "a", "bound": True})  # seen before the wait began
+    waiting = asyncio.create_task(seen.wait(["a", "b", "c"], timeout=600))
+    await asyncio.sleep(0)
+    seen._see({"name": "b", "bound": True})
+    seen._see({"name": "c", "bound": False})  # not in the state waited for
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    seen._see({"name": "c", "bound": True})
+    await asyncio.wait_for(waiting, timeout=60)
+    assert set(seen.bound) == {"a", "b", "c"}
+
+
+async def test_a_wait_that_times_out_says_how_far_it_got() -> None:
+    seen = FirstSeen(cast(Kube, None), "/pods", _named)
+    seen._see({"name": "a", "bound": True})
+    with pytest.raises(TimeoutError, match="only 1 of 2 pods seen"):
+        await seen.wait(["a", "b"], timeout=0.01)
+    seen._see({"name": "b", "bound": True})  # a later sighting with no waiter left is fine
+    await seen.wait(["a", "b"], timeout=0.01)
+
+
+async def test_the_first_run_does_not_wait_for_a_cooldown() -> None:
+    cooling = Cooldown(3600)
+    await asyncio.wait_for(cooling.wait(), timeout=60)  # no run before it
+
+
+async def test_a_cooldown_that_has_passed_does_not_wait() -> None:
+    cooling = Cooldown(0)
+    cooling.restart()
+    await asyncio.wait_for(cooling.wait(), timeout=60)
