@@ -173,11 +173,11 @@ class NodeIndex:
         if balance is None:
             balance = self._balance = CpuBalance(self.capacity.values())
         if balance.asks_for_cores(pod):
-            return self._first_eligible(pod, tied, eligible, states, cores_first=True)
+            return self._first_eligible(pod, tied, eligible, states, balance, cores_first=True)
         # Packing first: the proportion is worked out only for the states of the fewest idle
         # devices that have an eligible node (`tied` is sorted by level), most pods' first.
         for _, same_level in itertools.groupby(tied, key=lambda entry: entry[1]):
-            found = self._first_eligible(pod, list(same_level), eligible, states)
+            found = self._first_eligible(pod, list(same_level), eligible, states, balance)
             if found is not None:
                 return found
         return None
@@ -188,9 +188,9 @@ class NodeIndex:
         tied: list[tuple[int, int, str, int]],
         eligible: Callable[[str], bool],
         states: Mapping[int, list[str]],
+        balance: CpuBalance,
         cores_first: bool = False,
     ) -> str | None:
-        balance = cast(CpuBalance, self._balance)
         ordered = []
         for _, level, first, state in tied:
             mismatch = balance.mismatch(self.capacity[first], pod)
