@@ -523,12 +523,12 @@ QUIET_CORES = 0.2
 SETTLE_LIMIT_SECONDS = 120.0
 
 
-async def _settle(window: float = 1.0) -> float:
-    """Until the control plane has finished the work the last writes left it (watch
-    fan-out, the garbage collector's queue): its CPU over `window` below QUIET_CORES, or
-    SETTLE_LIMIT_SECONDS. A burst that starts while the one before is still being cleaned
-    up measures that cleanup too, for whichever side runs next. The seconds waited."""
-    pids = _control_plane_pids()
+async def _settle(pids: Mapping[str, int], window: float = 1.0) -> float:
+    """Until the control plane (`pids`, by program) has finished the work the last writes
+    left it (watch fan-out, the garbage collector's queue): its CPU over `window` below
+    QUIET_CORES, or SETTLE_LIMIT_SECONDS. A burst that starts while the one before is still
+    being cleaned up measures that cleanup too, for whichever side runs next. The seconds
+    waited."""
     began = time.monotonic()
     while time.monotonic() - began < SETTLE_LIMIT_SECONDS:
         before = sum(_cpu_seconds(pid) for pid in pids.values())
@@ -542,7 +542,7 @@ class Cooldown:
     """The pause between one run's end and the next run's start, the same for every side.
 
     Measured: kai alone, four 5,000-pod bursts back to back on one control plane took
-    7.7, 9.6, 10.4 and 9.7 s, and with a minute between them 8.0, 8.9 and 8.2 s. Every
+    7.7, 9.6, 10.4 and 9.7 s, and with a minute between them 8.0, 8.9, 8.2 and 8.2 s. Every
     process on the machine, kai's imports too, ran slower in a burst that came soon after
     another, while the control plane's CPU was already quiet. So a run was paying for the
     one before it, whichever side that was."""
@@ -607,8 +607,8 @@ async def _burst(
     names = _names(f"{side.prefix}-b{run}", args.pods)
     await _assert_no_pods(kube)
     await _create_pods(kube, names, side.scheduler, side.shards)
-    settled = await _settle()
     others = _control_plane_pids()
+    settled = await _settle(others)
     before = {name: _cpu_seconds(pid) for name, pid in others.items()}
     label = f"burst-{run}"
     began = time.monotonic()
@@ -710,7 +710,7 @@ async def _stream(
     creation is when its create request was sent, its bind when the watch saw it.
     """
     assert side.start is not None
-    await _settle()
+    await _settle(_control_plane_pids())
     process = side.start(f"stream-{run}")
     try:
         warm = [f"{side.prefix}-w{run}"]

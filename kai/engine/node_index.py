@@ -54,9 +54,8 @@ class NodeIndex:
         # Idle whole GPUs -> the states with that many (a state fixes them): a pod asking
         # for n looks only at states with n or more, most of a busy cluster's states fewer.
         self._by_level: dict[int, set[int]] = {}
-        self._balance: CpuBalance | None = (
-            None  # the cluster's cores per GPU, at the first lone pod
-        )
+        # The cluster's cores per GPU, worked out at the first pod placed alone.
+        self._balance: CpuBalance | None = None
 
     # -- checkpoints ---------------------------------------------------------------------
     def begin(self) -> None:
