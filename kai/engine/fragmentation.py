@@ -25,8 +25,13 @@ coarser than FGD's 100 steps (`MaxNodeScore`), which measured 0.0-0.25 points lo
 (seeds 42-44).
 
 The workload's mix is read from the snapshot (the pods that are ours, running or
-waiting), so the engine stays pure. Kinds are told apart by their requests only:
-node affinity and GPU-type constraints are not part of the measure.
+waiting), so the engine stays pure. Kinds are told apart by their requests and by
+where they may go (nodeSelector, required node affinity, tolerations: a `Placement`).
+As in FGD, a node a kind may not use strands all its free GPU for that kind: a pod
+that may go anywhere then goes first where fewer kinds may, and leaves the nodes of a
+GPU model that constrained pods ask for to them. On the openb list `gpuspec33` (a third
+of the GPU pods bound to GPU models) the measure blind to placement left a fifth of the
+GPUs idle at 100% arrived while constrained pods failed (see README, the trace).
 """
 
 from __future__ import annotations
@@ -39,23 +44,16 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from kai.engine.capacity import NodeCapacity
-from kai.engine.model import GpuRequest, Pod
+from kai.engine.eligibility import node_accepts
+from kai.engine.model import GpuRequest, Node, Placement, Pod
 
-NodeState = tuple[int, int, int, int, bool, int, tuple[int, ...]]
+NodeState = tuple[int, int, int, int, bool, int, tuple[int, ...], frozenset[int]]
 """What fragmentation depends on: devices, MiB per device, free cpu, free memory, a pod slot
-left, idle whole devices, MiB used on each shared device (sorted)."""
+left, idle whole devices, MiB used on each shared device (sorted), and the placements (by
+their number in `_Layouts`) that may not use the node."""
 
 
-def node_state(cap: NodeCapacity) -> NodeState:
-    return (
-        cap.node.gpus,
-        cap.node.gpu_memory_mib,
-        cap.cpu,
-        cap.memory,
-        cap.pods >= 1,
-        cap.whole_gpus,
-        tuple(sorted(cap.shared.values())),
-    )
+_ANYWHERE = Placement()
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +65,8 @@ class PodKind:
     gpu: GpuRequest
     weight: float
     """Pods of this kind (a count, or a share of some total: only proportions matter)."""
+    placement: Placement = _ANYWHERE
+    """Where pods of this kind may go."""
 
     @property
     def uses_gpus(self) -> bool:
@@ -75,24 +75,32 @@ class PodKind:
 
 def workload_of(pods: Iterable[Pod]) -> tuple[PodKind, ...]:
     """The mix of requests among these pods, each kind weighted by how many are of it."""
-    return workload_from_counts(Counter(shape_of(pod) for pod in pods))
+    return workload_from_counts(Counter(kind_of(pod) for pod in pods))
 
 
-def workload_from_counts(counts: Mapping[Shape, int]) -> tuple[PodKind, ...]:
-    """The mix of requests of pods counted by shape (ints: a Fraction key hashes slowly)."""
-    kinds = [
-        (cpu, memory, whole, Fraction(numerator, denominator), mib, devices, count)
-        for (cpu, memory, whole, numerator, denominator, mib, devices), count in counts.items()
-    ]
+def workload_from_counts(counts: Mapping[KindKey, int]) -> tuple[PodKind, ...]:
+    """The mix of requests of pods counted by shape and placement (a shape of ints: a
+    Fraction key hashes slowly). Kinds come in the order of their shapes; those of one
+    shape in the order counted (the measure's sums are whole numbers: order cannot
+    change them)."""
+    ordered = sorted(counts.items(), key=lambda item: item[0][0])
     return tuple(
-        PodKind(cpu, memory, GpuRequest(whole, portion, mib, devices), count)
-        for cpu, memory, whole, portion, mib, devices, count in sorted(kinds)
+        PodKind(cpu, memory, GpuRequest(whole, Fraction(num, den), mib, devices), count, placement)
+        for ((cpu, memory, whole, num, den, mib, devices), placement), count in ordered
     )
 
 
 Shape = tuple[int, int, int, int, int, int, int]
 """A pod's requests: cpu, memory, whole GPUs, gpu-fraction (numerator, denominator: a
 Fraction hashes slowly), gpu-memory, shared devices."""
+
+
+KindKey = tuple[Shape, Placement]
+"""What tells kinds of pod apart: their requests, and where they may go."""
+
+
+def kind_of(pod: Pod) -> KindKey:
+    return shape_of(pod), pod.placement
 
 
 def shape_of(pod: Pod) -> Shape:
@@ -140,8 +148,9 @@ class Growth:
 _Part = tuple[int, int, tuple[int, ...]]
 """A state's devices as a GPU ask sees them: MiB per device, idle devices, MiB used on each
 shared device."""
-_Kind = tuple[int, int, int]
-"""A kind of pod as the measure weighs it: cpu, memory, and its GPU ask's number (-1: none)."""
+_Kind = tuple[int, int, int, int]
+"""A kind of pod as the measure weighs it: cpu, memory, its GPU ask's number (-1: none) and
+its placement's number (-1: a pod without GPUs, which uses no node's GPUs anyway)."""
 _LAYOUT_LIMIT = 200_000
 """States and moves kept from cycle to cycle before the measure starts its caches over."""
 _MAX_LAG = 8
@@ -149,17 +158,24 @@ _MAX_LAG = 8
 computed anew."""
 _LOG_LIMIT = 100_000
 """Weight changes logged from measure to measure before one starts its sums over."""
-_SumKey = tuple[int, int, bool, _Part]
+_SumKey = tuple[int, int, bool, _Part, frozenset[int]]
 """What a state's stranded sum depends on: the ranks of its free cpu and memory among the
-kinds' requests (0, 0 without a pod slot), whether a pod slot is left, its devices."""
+kinds' requests (0, 0 without a pod slot), whether a pod slot is left, its devices, the
+placements that may not use it."""
 
 
 class _Layouts:
     """What the measure knows whatever the workload's weights, kept from cycle to cycle: the
-    number of each node state, what a GPU ask cannot use of a layout of devices, and which
-    states a pod of a shape leaves behind when placed on a node in a state."""
+    number of each node state and each placement, which placements may not use a node, what
+    a GPU ask cannot use of a layout of devices, and which states a pod of a shape leaves
+    behind when placed on a node in a state."""
 
     def __init__(self) -> None:
+        self.placements: dict[Placement, int] = {}
+        self._placements: list[Placement] = []
+        self._closed: dict[str, tuple[Node, int, frozenset[int]]] = {}
+        """Node -> the node object and how many placements were numbered when the
+        placements that may not use it were found, and those placements."""
         self.numbers: dict[NodeState, int] = {}
         self.states: list[NodeState] = []
         self.asks: dict[GpuRequest, int] = {}
@@ -167,8 +183,48 @@ class _Layouts:
         self._stranded: dict[tuple[int, _Part], int] = {}
         self.moves: dict[tuple[Shape, int], tuple[tuple[int | None, int], ...]] = {}
         """(level, state after) for each way of placing the pod; () when it does not fit."""
-        self.templates: dict[str, tuple[NodeCapacity, int]] = {}
-        """Node -> a capacity no pass writes (the memo's, see `know`) and its state's number."""
+        self.templates: dict[str, tuple[NodeCapacity, int, int]] = {}
+        """Node -> a capacity no pass writes (the memo's, see `know`), its state's number,
+        and how many placements were numbered then (a new one may close the node)."""
+
+    def placement(self, placement: Placement) -> int:
+        number = self.placements.get(placement)
+        if number is None:
+            number = self.placements[placement] = len(self._placements)
+            self._placements.append(placement)
+        return number
+
+    def state(self, cap: NodeCapacity) -> NodeState:
+        return (
+            cap.node.gpus,
+            cap.node.gpu_memory_mib,
+            cap.cpu,
+            cap.memory,
+            cap.pods >= 1,
+            cap.whole_gpus,
+            tuple(sorted(cap.shared.values())),
+            self.closed(cap.node),
+        )
+
+    def closed(self, node: Node) -> frozenset[int]:
+        """The numbered placements that may not use this node (found once per node object
+        and placement: a node's labels, taints or readiness change only with the object)."""
+        numbered = len(self._placements)
+        known = self._closed.get(node.name)
+        if known is not None and known[0] is node and known[1] == numbered:
+            return known[2]
+        start, closed = (
+            (known[1], known[2]) if known is not None and known[0] is node else (0, frozenset())
+        )
+        more = {
+            number
+            for number in range(start, numbered)
+            if not node_accepts(node, self._placements[number])
+        }
+        if more:
+            closed = closed | more
+        self._closed[node.name] = (node, numbered, closed)
+        return closed
 
     def number(self, state: NodeState) -> int:
         number = self.numbers.get(state)
@@ -231,25 +287,29 @@ class Fragmentation:
         self._weights: dict[_Kind, float] = {}
         for kind in workload:
             if kind.weight > 0:
-                ask = self._layouts.ask(kind.gpu) if kind.uses_gpus else -1
-                key = (kind.cpu, kind.memory, ask)
+                ask, placement = -1, -1
+                if kind.uses_gpus:
+                    ask = self._layouts.ask(kind.gpu)
+                    placement = self._layouts.placement(kind.placement)
+                key = (kind.cpu, kind.memory, ask, placement)
                 self._weights[key] = self._weights.get(key, 0) + kind.weight
         self._total = sum(self._weights.values())
-        self._gpu_less = sum(w for (_c, _m, ask), w in self._weights.items() if ask < 0)
+        self._gpu_less = sum(w for (_c, _m, ask, _p), w in self._weights.items() if ask < 0)
         self._gpu_kinds = self._total - self._gpu_less
         # What a node's free cpu and memory decide is which kinds still fit: only where they
         # stand among the kinds' own requests matters, so states are summed by those ranks.
-        self._cpus = tuple(sorted({cpu for cpu, _m, _a in self._weights}))
-        self._memories = tuple(sorted({memory for _c, memory, _a in self._weights}))
-        by_ask: dict[int, list[tuple[int, int, float]]] = {}
-        for (cpu, memory, ask), weight in self._weights.items():
+        self._cpus = tuple(sorted({cpu for cpu, _m, _a, _p in self._weights}))
+        self._memories = tuple(sorted({memory for _c, memory, _a, _p in self._weights}))
+        by_ask: dict[int, list[tuple[int, int, int, float]]] = {}
+        for (cpu, memory, ask, placement), weight in self._weights.items():
             if ask >= 0:
-                by_ask.setdefault(ask, []).append((*self._ranks(cpu, memory), weight))
+                by_ask.setdefault(ask, []).append((*self._ranks(cpu, memory), placement, weight))
         self._asks = tuple(
             (ask, sum(w for *_, w in hosts), tuple(hosts)) for ask, hosts in sorted(by_ask.items())
         )
         self._keys: dict[int, _SumKey] = {}  # state number -> what its sum depends on
-        self._runnable: dict[tuple[int, int], tuple[float, ...]] = {}  # ranks -> weight per ask
+        # (ranks, placements that may not use the node) -> weight per ask that could run there
+        self._runnable: dict[tuple[int, int, frozenset[int]], tuple[float, ...]] = {}
         self._log: list[tuple[_Kind, int]] = []  # weight changes since the sums' measure
         self._at = 0  # how much of the log this measure's weights include
         self._sums: dict[_SumKey, tuple[float, int]] = {}
@@ -286,21 +346,20 @@ class Fragmentation:
     def know(self, capacity: Iterable[NodeCapacity]) -> None:
         """Number the states of capacity that no pass will write (a memo's, kept from cycle to
         cycle): `state_number` then answers for these objects without reading them."""
-        templates = self._layouts.templates
+        layouts = self._layouts
+        templates, numbered = layouts.templates, len(layouts.placements)
         for cap in capacity:
             known = templates.get(cap.node.name)
-            if known is None or known[0] is not cap:
-                templates[cap.node.name] = (cap, self._layouts.number(node_state(cap)))
+            if known is None or known[0] is not cap or known[2] != numbered:
+                templates[cap.node.name] = (cap, layouts.number(layouts.state(cap)), numbered)
 
     def state_number(self, cap: NodeCapacity) -> int:
         """The number of this capacity's state (see `number`)."""
-        known = self._layouts.templates.get(cap.node.name)
-        if known is not None and known[0] is cap:
+        layouts = self._layouts
+        known = layouts.templates.get(cap.node.name)
+        if known is not None and known[0] is cap and known[2] == len(layouts.placements):
             return known[1]
-        return self._layouts.number(node_state(cap))
-
-    def of_state(self, state: NodeState) -> float:
-        return self._of_number(self._layouts.number(state))
+        return layouts.number(layouts.state(cap))
 
     def of(self, cap: NodeCapacity) -> float:
         return self._of_number(self.state_number(cap))
@@ -379,7 +438,7 @@ class Fragmentation:
     def _after(self, cap: NodeCapacity, pod: Pod, groups: Sequence[str] | None) -> int:
         trial = cap.copy()
         trial.take(pod, groups)
-        return self._layouts.number(node_state(trial))
+        return self._layouts.number(self._layouts.state(trial))
 
     def _of_number(self, number: int) -> float:
         key = self._keys.get(number)
@@ -393,9 +452,9 @@ class Fragmentation:
         return bisect.bisect_right(self._cpus, cpu), bisect.bisect_right(self._memories, memory)
 
     def _sum_key(self, state: NodeState) -> _SumKey:
-        _devices, device_mib, cpu, memory, slot, whole, shared = state
+        _devices, device_mib, cpu, memory, slot, whole, shared, closed = state
         ranks = self._ranks(cpu, memory) if slot else (0, 0)
-        return (*ranks, slot, (device_mib, whole, shared))
+        return (*ranks, slot, (device_mib, whole, shared), closed)
 
     def _sum(self, key: _SumKey) -> float:
         """The key's stranded MiB under this measure's weights, from the sum kept if any."""
@@ -417,17 +476,21 @@ class Fragmentation:
 
     def _summed(self, key: _SumKey) -> float:
         """The key's stranded MiB, weighted, summed over the workload (grouped by GPU ask)."""
-        cpu_rank, memory_rank, slot, part = key
+        cpu_rank, memory_rank, slot, part, closed = key
         free = _part_free(part)
         if free <= 0:
             return 0
         stranded = self._gpu_less * free  # a pod without GPUs uses none of it
         if not slot:
             return stranded + self._gpu_kinds * free
-        runnable = self._runnable.get((cpu_rank, memory_rank))
-        if runnable is None:
-            runnable = self._runnable[(cpu_rank, memory_rank)] = tuple(
-                sum(w for c, m, w in hosts if c <= cpu_rank and m <= memory_rank)
+        runnable = self._runnable.get((cpu_rank, memory_rank, closed))
+        if runnable is None:  # kinds that may not use the node strand all of it, as FGD counts
+            runnable = self._runnable[(cpu_rank, memory_rank, closed)] = tuple(
+                sum(
+                    w
+                    for c, m, placement, w in hosts
+                    if c <= cpu_rank and m <= memory_rank and placement not in closed
+                )
                 for _ask, _weight, hosts in self._asks
             )
         for (ask, weight, _hosts), run in zip(self._asks, runnable, strict=True):
@@ -439,12 +502,12 @@ class Fragmentation:
     def _strands(self, kind: _Kind, key: _SumKey) -> int:
         """What one pod of a kind cannot use of a key's free device memory, in MiB (the
         kind's requests are among this measure's ranks: `reweighted` checks)."""
-        need_cpu, need_memory, ask = kind
-        cpu_rank, memory_rank, slot, part = key
+        need_cpu, need_memory, ask, placement = kind
+        cpu_rank, memory_rank, slot, part, closed = key
         free = _part_free(part)
         if free <= 0:
             return 0
-        if ask < 0 or not slot:
+        if ask < 0 or not slot or placement in closed:
             return free
         need_cpu_rank = bisect.bisect_left(self._cpus, need_cpu) + 1
         need_memory_rank = bisect.bisect_left(self._memories, need_memory) + 1

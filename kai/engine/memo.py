@@ -34,9 +34,9 @@ from kai.engine.evictions.stale import may_be_stale
 from kai.engine.fairshare import QueueUsage
 from kai.engine.fragmentation import (
     Fragmentation,
+    KindKey,
     PodKind,
-    Shape,
-    shape_of,
+    kind_of,
     workload_from_counts,
 )
 from kai.engine.gangs import pod_resources
@@ -113,7 +113,7 @@ class SnapshotMemo:
         self._sums: dict[tuple[int, str], ResourceSum] = {}
         self._counts: Counter[tuple[int, str]] = Counter()
         self._others: dict[str, ResourceSum] = {}  # node -> what other schedulers hold
-        self._shapes: Counter[Shape] = Counter()
+        self._kinds: Counter[KindKey] = Counter()
         self._members: dict[str, dict[int, Pod]] = {}  # group key -> its pods (ours)
         self._pending: Counter[str] = Counter()  # group key -> its pending pods (ours)
         self._occupying: dict[str, dict[int, Pod]] = {}  # node -> pods occupying it
@@ -178,7 +178,7 @@ class SnapshotMemo:
             self._capacity(snapshot.nodes, dirty, snapshot.now.isoformat()),
             self._total(snapshot.nodes),
             self._usage(),
-            workload_from_counts(self._shapes),
+            workload_from_counts(self._kinds),
             _Members(self._members, self._pending, self._groups),
             bool(self._constrained),
             self._groups,
@@ -255,7 +255,7 @@ class SnapshotMemo:
                 self._others.setdefault(node, ResourceSum()).add(other)
             self._entries[pod_id] = _Entry((), _NOTHING, other)
             return
-        self._shapes[shape_of(pod)] += 1
+        self._kinds[kind_of(pod)] += 1
         members = self._members.get(pod.group)
         if members is None:
             members = self._members[pod.group] = {}
@@ -282,7 +282,7 @@ class SnapshotMemo:
             self._others[node or ""].remove(entry.other)
         if not pod.scheduler_is_ours:
             return
-        _decrement(self._shapes, shape_of(pod))
+        _decrement(self._kinds, kind_of(pod))
         _discard(self._members, pod.group, pod_id)
         if phase is _PENDING:
             _decrement(self._pending, pod.group)

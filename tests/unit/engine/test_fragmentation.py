@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from kai.engine.capacity import initial_capacity
 from kai.engine.cycle import run_cycle
 from kai.engine.fragmentation import SCORE_STEPS, Fragmentation, score, workload_of
-from kai.engine.model import EngineConfig, PlacementStrategy, Pod, PodGroup
+from kai.engine.model import EngineConfig, Node, Placement, PlacementStrategy, Pod, PodGroup
 from kai.engine.node_index import NodeIndex
 from tests.unit.engine.builders import GI, NOW, group, node, pod, queue, snapshot
 
@@ -51,6 +51,43 @@ def test_cpu_that_is_gone_strands_the_gpus_left_beside_it() -> None:
     assert measure.of(cap) == pytest.approx(2.0)
     cpu_only = Fragmentation(workload_of([pod("c", "w", cpu=1000)]))
     assert cpu_only.of(cap) == pytest.approx(2.0)  # a pod without GPUs uses none of them
+
+
+T4 = Placement(node_selector=(("nvidia.com/gpu.product", "T4"),))
+
+
+def _product(name: str, product: str, gpus: int) -> Node:
+    return node(name, gpus=gpus, labels={"nvidia.com/gpu.product": product})
+
+
+def test_a_node_a_kind_may_not_use_strands_all_its_free_gpus_for_that_kind() -> None:
+    """FGD's rule: half the workload may go only to T4 nodes, so on a G2 node with 4 idle
+    devices half the workload can use none of them; on a T4 node every kind can use all."""
+    capacity = initial_capacity([_product("t4", "T4", 4), _product("g2", "G2", 4)], [])
+    workload = [pod("anywhere", "w", gpus=1), pod("t4-only", "w", gpus=1, placement=T4)]
+    measure = Fragmentation(workload_of(workload))
+    assert measure.of(capacity["g2"]) == pytest.approx(2.0)
+    assert measure.of(capacity["t4"]) == 0
+
+
+def test_a_pod_that_may_go_anywhere_leaves_the_nodes_constrained_pods_need_to_them() -> None:
+    """A 1-GPU pod that may go anywhere, then two that may go only to T4 nodes. KAI's
+    binpack puts the first on the T4 node (2 idle GPUs against 4), and the second T4 pod
+    finds no room. Counted as FGD does, the G2 node strands its 4 GPUs for two thirds of
+    the workload and the pod's GPU taken there removes some of that: it goes to the G2
+    node, and all three are placed."""
+    nodes = [_product("t4", "T4", 2), _product("g2", "G2", 4)]
+    pods = [pod("anywhere", "anywhere", gpus=1)]
+    pods += [pod(f"t4-{i}", f"t4-{i}", gpus=1, placement=T4) for i in range(2)]
+    groups = _in_order([group(p.group.split("/")[1], "q") for p in pods])
+    greedy = run_cycle(
+        snapshot(nodes, pods, groups, [queue("q")]), EngineConfig(time_limit_seconds=0)
+    )
+    assert {b.pod: b.node for b in greedy.bindings} == {
+        "ns/anywhere": "g2",
+        "ns/t4-0": "t4",
+        "ns/t4-1": "t4",
+    }
 
 
 def test_a_fraction_takes_the_device_where_it_strands_nothing_not_the_fullest() -> None:
@@ -109,6 +146,7 @@ _KINDS = [
     pod("k-tenth", "w", portion=Fraction(1, 10), cpu=1000),
     pod("k-mem", "w", memory_mib=300, cpu=1000),
     pod("k-cpu", "w", cpu=30_000),
+    pod("k-elsewhere", "w", gpus=1, cpu=4000, placement=T4),  # n1 is no T4 node
 ]
 
 
