@@ -42,6 +42,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Generic, TypeVar
 
 from kai.engine.capacity import NodeCapacity
 from kai.engine.eligibility import node_accepts
@@ -54,6 +55,7 @@ their number in `_Layouts`) that may not use the node."""
 
 
 _ANYWHERE = Placement()
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +166,24 @@ kinds' requests (0, 0 without a pod slot), whether a pod slot is left, its devic
 placements that may not use it."""
 
 
+class _Numbering(Generic[T]):
+    """Numbers things in the order first seen; equal things get the same number."""
+
+    def __init__(self) -> None:
+        self._numbers: dict[T, int] = {}
+        self.items: list[T] = []
+
+    def __call__(self, item: T) -> int:
+        number = self._numbers.get(item)
+        if number is None:
+            number = self._numbers[item] = len(self.items)
+            self.items.append(item)
+        return number
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
 class _Layouts:
     """What the measure knows whatever the workload's weights, kept from cycle to cycle: the
     number of each node state and each placement, which placements may not use a node, what
@@ -171,15 +191,12 @@ class _Layouts:
     behind when placed on a node in a state."""
 
     def __init__(self) -> None:
-        self.placements: dict[Placement, int] = {}
-        self._placements: list[Placement] = []
+        self.placements = _Numbering[Placement]()
         self._closed: dict[str, tuple[Node, int, frozenset[int]]] = {}
         """Node -> the node object and how many placements were numbered when the
         placements that may not use it were found, and those placements."""
-        self.numbers: dict[NodeState, int] = {}
-        self.states: list[NodeState] = []
-        self.asks: dict[GpuRequest, int] = {}
-        self._requests: list[GpuRequest] = []
+        self.states = _Numbering[NodeState]()
+        self.asks = _Numbering[GpuRequest]()
         self._stranded: dict[tuple[int, _Part], int] = {}
         self.moves: dict[tuple[Shape, int], tuple[tuple[int | None, int], ...]] = {}
         """(level, state after) for each way of placing the pod; () when it does not fit."""
@@ -187,14 +204,7 @@ class _Layouts:
         """Node -> a capacity no pass writes (the memo's, see `know`), its state's number,
         and how many placements were numbered then (a new one may close the node)."""
 
-    def placement(self, placement: Placement) -> int:
-        number = self.placements.get(placement)
-        if number is None:
-            number = self.placements[placement] = len(self._placements)
-            self._placements.append(placement)
-        return number
-
-    def state(self, cap: NodeCapacity) -> NodeState:
+    def state_of(self, cap: NodeCapacity) -> NodeState:
         return (
             cap.node.gpus,
             cap.node.gpu_memory_mib,
@@ -209,7 +219,7 @@ class _Layouts:
     def closed(self, node: Node) -> frozenset[int]:
         """The numbered placements that may not use this node (found once per node object
         and placement: a node's labels, taints or readiness change only with the object)."""
-        numbered = len(self._placements)
+        numbered = len(self.placements)
         known = self._closed.get(node.name)
         if known is not None and known[0] is node and known[1] == numbered:
             return known[2]
@@ -219,26 +229,12 @@ class _Layouts:
         more = {
             number
             for number in range(start, numbered)
-            if not node_accepts(node, self._placements[number])
+            if not node_accepts(node, self.placements.items[number])
         }
         if more:
             closed = closed | more
         self._closed[node.name] = (node, numbered, closed)
         return closed
-
-    def number(self, state: NodeState) -> int:
-        number = self.numbers.get(state)
-        if number is None:
-            number = self.numbers[state] = len(self.states)
-            self.states.append(state)
-        return number
-
-    def ask(self, gpu: GpuRequest) -> int:
-        number = self.asks.get(gpu)
-        if number is None:
-            number = self.asks[gpu] = len(self._requests)
-            self._requests.append(gpu)
-        return number
 
     def full(self) -> bool:
         return len(self.states) + len(self.moves) > _LAYOUT_LIMIT
@@ -248,7 +244,7 @@ class _Layouts:
         key = (ask, part)
         stranded = self._stranded.get(key)
         if stranded is None:
-            stranded = self._stranded[key] = _stranded(self._requests[ask], part, free)
+            stranded = self._stranded[key] = _stranded(self.asks.items[ask], part, free)
         return stranded
 
 
@@ -289,8 +285,8 @@ class Fragmentation:
             if kind.weight > 0:
                 ask, placement = -1, -1
                 if kind.uses_gpus:
-                    ask = self._layouts.ask(kind.gpu)
-                    placement = self._layouts.placement(kind.placement)
+                    ask = self._layouts.asks(kind.gpu)
+                    placement = self._layouts.placements(kind.placement)
                 key = (kind.cpu, kind.memory, ask, placement)
                 self._weights[key] = self._weights.get(key, 0) + kind.weight
         self._total = sum(self._weights.values())
@@ -351,7 +347,7 @@ class Fragmentation:
         for cap in capacity:
             known = templates.get(cap.node.name)
             if known is None or known[0] is not cap or known[2] != numbered:
-                templates[cap.node.name] = (cap, layouts.number(layouts.state(cap)), numbered)
+                templates[cap.node.name] = (cap, layouts.states(layouts.state_of(cap)), numbered)
 
     def state_number(self, cap: NodeCapacity) -> int:
         """The number of this capacity's state (see `number`)."""
@@ -359,7 +355,7 @@ class Fragmentation:
         known = layouts.templates.get(cap.node.name)
         if known is not None and known[0] is cap and known[2] == len(layouts.placements):
             return known[1]
-        return layouts.number(layouts.state(cap))
+        return layouts.states(layouts.state_of(cap))
 
     def of(self, cap: NodeCapacity) -> float:
         return self._of_number(self.state_number(cap))
@@ -372,7 +368,7 @@ class Fragmentation:
 
     def number(self, state: NodeState) -> int:
         """The state's number, the same for equal states for this measure's lifetime."""
-        return self._layouts.number(state)
+        return self._layouts.states(state)
 
     def growths(self, shape: Shape) -> Mapping[int, Growth | None]:
         """What is known so far of pods of this shape, by state number (read only)."""
@@ -438,12 +434,12 @@ class Fragmentation:
     def _after(self, cap: NodeCapacity, pod: Pod, groups: Sequence[str] | None) -> int:
         trial = cap.copy()
         trial.take(pod, groups)
-        return self._layouts.number(self._layouts.state(trial))
+        return self._layouts.states(self._layouts.state_of(trial))
 
     def _of_number(self, number: int) -> float:
         key = self._keys.get(number)
         if key is None:
-            key = self._keys[number] = self._sum_key(self._layouts.states[number])
+            key = self._keys[number] = self._sum_key(self._layouts.states.items[number])
         total = self._sum(key)
         return total / (self._total * key[3][0]) if total else 0.0
 
