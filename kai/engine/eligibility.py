@@ -7,6 +7,7 @@ per distinct placement and node class instead of once per pod and node.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterable
 
 from kai.engine.model import Node, Placement, Pod, Requirement, Taint, Toleration
@@ -16,21 +17,103 @@ _HARD_EFFECTS = ("NoSchedule", "NoExecute")
 
 def node_accepts(node: Node, placement: Placement) -> bool:
     """True when a pod with this placement may be bound to the node."""
+    return _accepts_state(node, placement) and _labels_match(dict(node.labels), node, placement)
+
+
+def _accepts_state(node: Node, placement: Placement) -> bool:
+    """Readiness, cordon and taints: all a placement that selects no labels depends on."""
     if node.unschedulable or not node.ready:
-        return False
-    labels = dict(node.labels)
-    if any(labels.get(key) != value for key, value in placement.node_selector):
-        return False
-    if placement.affinity_terms and not any(
-        all(_requirement_holds(req, labels, node.name) for req in term)
-        for term in placement.affinity_terms
-    ):
         return False
     return all(
         _tolerated(taint, placement.tolerations)
         for taint in node.taints
         if taint.effect in _HARD_EFFECTS
     )
+
+
+def _labels_match(labels: dict[str, str], node: Node, placement: Placement) -> bool:
+    if any(labels.get(key) != value for key, value in placement.node_selector):
+        return False
+    return _affinity_holds(labels, node, placement)
+
+
+def _affinity_holds(labels: dict[str, str], node: Node, placement: Placement) -> bool:
+    return not placement.affinity_terms or any(
+        all(_requirement_holds(req, labels, node.name) for req in term)
+        for term in placement.affinity_terms
+    )
+
+
+def _selects(placement: Placement) -> bool:
+    return bool(placement.node_selector or placement.affinity_terms)
+
+
+_NodeState = tuple[tuple[Taint, ...], bool, bool]
+"""What a placement that selects no labels reads of a node: taints, readiness, cordon."""
+
+
+class Rejections:
+    """Which of a growing, numbered list of placements reject a node, for every node.
+
+    A cluster's pods carry many placements (every team its tolerations) and it has
+    thousands of nodes, most alike: a placement that selects no labels is judged once per
+    kind of node state (readiness, cordon, taints), one that selects labels once per node.
+    A node's answer is kept while its object is the same one (its labels, taints and
+    readiness change only with the object) and grows as placements are added.
+    """
+
+    def __init__(self) -> None:
+        self._numbers: dict[Placement, int] = {}
+        self._placements: list[Placement] = []
+        self._selective: list[int] = []  # placements that select labels, by number
+        self._by_state: dict[_NodeState, tuple[int, frozenset[int]]] = {}
+        self._by_node: dict[str, tuple[Node, int, frozenset[int]]] = {}
+
+    def __len__(self) -> int:
+        return len(self._placements)
+
+    def number(self, placement: Placement) -> int:
+        """The placement's number, the same for equal placements."""
+        number = self._numbers.get(placement)
+        if number is None:
+            number = self._numbers[placement] = len(self._placements)
+            self._placements.append(placement)
+            if _selects(placement):
+                self._selective.append(number)
+        return number
+
+    def of(self, node: Node) -> frozenset[int]:
+        """The numbers of the placements that may not use the node."""
+        numbered = len(self._placements)
+        known = self._by_node.get(node.name)
+        if known is not None and known[0] is node and known[1] == numbered:
+            return known[2]
+        start = known[1] if known is not None and known[0] is node else 0
+        rejected = self._by_state_of(node, numbered)
+        first = bisect.bisect_left(self._selective, start)
+        if first < len(self._selective):
+            labels = dict(node.labels)
+            rejected |= {
+                number
+                for number in self._selective[first:]
+                if not _labels_match(labels, node, self._placements[number])
+            }
+        if known is not None and known[0] is node:
+            rejected |= known[2]
+        self._by_node[node.name] = (node, numbered, rejected)
+        return rejected
+
+    def _by_state_of(self, node: Node, numbered: int) -> frozenset[int]:
+        key = (node.taints, node.ready, node.unschedulable)
+        start, rejected = self._by_state.get(key, (0, frozenset()))
+        if start < numbered:
+            rejected = rejected | {
+                number
+                for number in range(start, numbered)
+                if not _accepts_state(node, self._placements[number])
+            }
+            self._by_state[key] = (numbered, rejected)
+        return rejected
 
 
 def rejection_reason(node: Node, placement: Placement) -> str | None:
@@ -43,10 +126,7 @@ def rejection_reason(node: Node, placement: Placement) -> str | None:
     for key, value in placement.node_selector:
         if labels.get(key) != value:
             return f"nodeSelector {key}={value} does not match"
-    if placement.affinity_terms and not any(
-        all(_requirement_holds(req, labels, node.name) for req in term)
-        for term in placement.affinity_terms
-    ):
+    if not _affinity_holds(labels, node, placement):
         return "required node affinity does not match"
     for taint in node.taints:
         if taint.effect in _HARD_EFFECTS and not _tolerated(taint, placement.tolerations):

@@ -45,8 +45,8 @@ from fractions import Fraction
 from typing import Generic, TypeVar
 
 from kai.engine.capacity import NodeCapacity
-from kai.engine.eligibility import node_accepts
-from kai.engine.model import GpuRequest, Node, Placement, Pod
+from kai.engine.eligibility import Rejections
+from kai.engine.model import GpuRequest, Placement, Pod
 
 NodeState = tuple[int, int, int, int, bool, int, tuple[int, ...], frozenset[int]]
 """What fragmentation depends on: devices, MiB per device, free cpu, free memory, a pod slot
@@ -191,10 +191,7 @@ class _Layouts:
     behind when placed on a node in a state."""
 
     def __init__(self) -> None:
-        self.placements = _Numbering[Placement]()
-        self._closed: dict[str, tuple[Node, int, frozenset[int]]] = {}
-        """Node -> the node object and how many placements were numbered when the
-        placements that may not use it were found, and those placements."""
+        self.placements = Rejections()
         self.states = _Numbering[NodeState]()
         self.asks = _Numbering[GpuRequest]()
         self._stranded: dict[tuple[int, _Part], int] = {}
@@ -213,28 +210,8 @@ class _Layouts:
             cap.pods >= 1,
             cap.whole_gpus,
             tuple(sorted(cap.shared.values())),
-            self.closed(cap.node),
+            self.placements.of(cap.node),
         )
-
-    def closed(self, node: Node) -> frozenset[int]:
-        """The numbered placements that may not use this node (found once per node object
-        and placement: a node's labels, taints or readiness change only with the object)."""
-        numbered = len(self.placements)
-        known = self._closed.get(node.name)
-        if known is not None and known[0] is node and known[1] == numbered:
-            return known[2]
-        start, closed = (
-            (known[1], known[2]) if known is not None and known[0] is node else (0, frozenset())
-        )
-        more = {
-            number
-            for number in range(start, numbered)
-            if not node_accepts(node, self.placements.items[number])
-        }
-        if more:
-            closed = closed | more
-        self._closed[node.name] = (node, numbered, closed)
-        return closed
 
     def full(self) -> bool:
         return len(self.states) + len(self.moves) > _LAYOUT_LIMIT
@@ -286,7 +263,7 @@ class Fragmentation:
                 ask, placement = -1, -1
                 if kind.uses_gpus:
                     ask = self._layouts.asks(kind.gpu)
-                    placement = self._layouts.placements(kind.placement)
+                    placement = self._layouts.placements.number(kind.placement)
                 key = (kind.cpu, kind.memory, ask, placement)
                 self._weights[key] = self._weights.get(key, 0) + kind.weight
         self._total = sum(self._weights.values())

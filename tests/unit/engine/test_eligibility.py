@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from kai.engine.eligibility import node_accepts, rejection_reason
-from kai.engine.model import Placement, Requirement, Taint, Toleration
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kai.engine.eligibility import Rejections, node_accepts, rejection_reason
+from kai.engine.model import Node, Placement, Requirement, Taint, Toleration
 from tests.unit.engine.builders import node
 
 GPU_NODE = node("n1", labels={"pool": "a", "gpus": "8"})
@@ -59,3 +62,62 @@ def test_cordoned_and_not_ready_nodes_take_nothing() -> None:
     assert not node_accepts(node("c", unschedulable=True), Placement())
     assert not node_accepts(node("r", ready=False), Placement())
     assert rejection_reason(node("r", ready=False), Placement()) == "node is not Ready"
+
+
+_NODES = st.builds(
+    node,
+    st.sampled_from(["n1", "n2", "n3"]),
+    labels=st.dictionaries(st.sampled_from(["pool", "gpu"]), st.sampled_from(["a", "b"])),
+    taints=st.lists(
+        st.builds(
+            Taint, st.sampled_from(["dedicated", "gpu"]), st.just("x"), st.just("NoSchedule")
+        ),
+        max_size=2,
+    ).map(tuple),
+    ready=st.booleans(),
+    unschedulable=st.booleans(),
+)
+_PLACEMENTS = st.builds(
+    Placement,
+    node_selector=st.lists(
+        st.tuples(st.sampled_from(["pool", "gpu"]), st.sampled_from(["a", "b"])), max_size=1
+    ).map(tuple),
+    affinity_terms=st.lists(
+        st.tuples(st.builds(Requirement, st.sampled_from(["pool", "gpu"]), st.just("Exists"))),
+        max_size=1,
+    ).map(tuple),
+    tolerations=st.lists(
+        st.builds(
+            Toleration,
+            st.sampled_from(["dedicated", "gpu"]),
+            st.just("Exists"),
+            st.none(),
+            st.none(),
+        ),
+        max_size=2,
+    ).map(tuple),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_NODES, _PLACEMENTS, st.integers(0, 5)), max_size=30))
+def test_rejections_kept_across_nodes_and_new_placements_agree_with_node_accepts(
+    steps: list[Node | Placement | int],
+) -> None:
+    """Placements are numbered as they come, node objects are asked about again (an int: the
+    node of that step back) or replaced under the same names; at every step each node's
+    answer is what `node_accepts` says of each placement."""
+    rejections = Rejections()
+    placements: list[Placement] = []
+    asked: list[Node] = []
+    for step in steps:
+        if isinstance(step, Placement):
+            if rejections.number(step) == len(placements):
+                placements.append(step)
+            continue
+        if isinstance(step, int) and not asked:
+            continue
+        asked_node = asked[-1 - step % len(asked)] if isinstance(step, int) else step
+        asked.append(asked_node)
+        expected = {n for n, p in enumerate(placements) if not node_accepts(asked_node, p)}
+        assert rejections.of(asked_node) == expected
