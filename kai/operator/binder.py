@@ -173,11 +173,13 @@ class Binder:
         annotations: Annotations,
         resends: Sequence[SentBind] = (),
         after: asyncio.Event | None = None,
+        answered: asyncio.Event | None = None,
     ) -> BindReport:
         """Bind every pod of `bindings` gang by gang, and settle earlier binds of unknown outcome.
 
         With `after` (the binds of the cycle before, still going out), every bind is made
-        ready and sent once it is set: the first go out at once, none before.
+        ready and sent once it is set: the first go out at once, none before. `answered`
+        is set once the first bind is settled, or when there was none to make.
         """
         gangs: dict[str, list[Binding]] = defaultdict(list)
         for binding in bindings:
@@ -185,7 +187,11 @@ class Binder:
         report = BindReport()
 
         async def send(job: SentBind) -> None:
-            await self._send(job, manifests, reservations, report, after)
+            try:
+                await self._send(job, manifests, reservations, report, after)
+            finally:
+                if answered is not None:
+                    answered.set()
 
         work = [
             self._gang(key, members, pods, groups.get(key), annotations, send, report)
@@ -195,6 +201,8 @@ class Binder:
         for outcome in await asyncio.gather(*work, return_exceptions=True):
             if isinstance(outcome, BaseException):  # each bind catches its own; a last net
                 log.error("bind work failed", exc_info=outcome)
+        if answered is not None:
+            answered.set()
         return report
 
     async def _gang(

@@ -397,9 +397,10 @@ class SchedulingLoop:
             self._tails.add(tail)
             tail.add_done_callback(self._tails.discard)
             # Its binds are ready to go the moment the previous cycle's are done; the next
-            # cycle plans once they go out.
+            # cycle plans once the first of them is answered.
             with _timed(timings, "previous-binds"):
                 await _done(previous)
+            await _first_answer(handoff, tail)
 
     def _in_flight(self) -> dict[str, PodGroupPlan]:
         """Pod key -> the plan of each pod a handed-over cycle grouped: written, owed or
@@ -431,6 +432,7 @@ class SchedulingLoop:
                             cycle.view,
                             cycle.grouping.annotations,
                             handoff.after if handoff else None,
+                            handoff.answered if handoff else None,
                         )
                     with _timed(cycle.timings, "group-write"):
                         await cycle.grouping.finish(bound.keys())
@@ -546,6 +548,7 @@ class SchedulingLoop:
         view: ClusterView,
         annotations: Annotations,
         after: asyncio.Event | None = None,
+        answered: asyncio.Event | None = None,
     ) -> dict[str, Assumed]:
         pods = {pod.key: pod for pod in snapshot.pods}
         groups = {group.key: group for group in snapshot.pod_groups}
@@ -560,6 +563,7 @@ class SchedulingLoop:
             annotations,
             list(resends.values()),
             after,
+            answered,
         )
         for uid in resends:  # settled, or held again in the report (or pruned meanwhile)
             self._assumed.pop(uid, None)
@@ -621,11 +625,25 @@ class _Handoff:
     after: asyncio.Event | None
     """Set once the previous handed-over cycle's binds are done: its own go out then."""
     binds_done: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    answered: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    """Set once its first bind is settled (or it had none). The next cycle plans after:
+    a burst's first binds open the connections they go out on, and the next cycle's
+    engine, on its own thread but under the same interpreter lock, held them up by 0.3 s
+    (the first of 500 answered 0.43 s after it was sent, the next 468 within 0.35 s)."""
 
 
 async def _done(handoff: _Handoff | None) -> None:
     if handoff is not None:
         await handoff.binds_done.wait()
+
+
+async def _first_answer(handoff: _Handoff, tail: asyncio.Future[None]) -> None:
+    """Until the handoff's first bind is settled, or its rest ended without one."""
+    answered = asyncio.ensure_future(handoff.answered.wait())
+    try:
+        await asyncio.wait((answered, tail), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        answered.cancel()
 
 
 def _cancelling() -> bool:

@@ -10,9 +10,11 @@ tested against the real control plane in tests/integration/test_operator_binder.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import socket
+import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -55,12 +57,16 @@ class FakeApiServer:
 
     fault: str = "none"  # none | commit-then-500 | commit-then-drop | 500 | drop
     pod: dict[str, Any] = field(default_factory=dict)
+    hold: asyncio.Event | None = None
+    """When given, a Binding POST is answered only once it is set."""
     binding_posts: int = 0
     label_patches: list[dict[str, Any]] = field(default_factory=list)
 
     async def binding(self, request: web.Request) -> web.StreamResponse:
         self.binding_posts += 1
         body = await request.json()
+        if self.hold is not None:
+            await self.hold.wait()
         if self.fault in ("commit-then-500", "commit-then-drop", "none"):
             if self.pod["spec"].get("nodeName"):
                 return _status(409, "Conflict", f"pod {POD} is already assigned")
@@ -171,7 +177,13 @@ async def _no_grouping(_: str) -> dict[str, str]:
     return {}
 
 
-async def _bind(harness: Harness, *, shared: bool, resends: list[SentBind] = []) -> BindReport:  # noqa: B006
+async def _bind(
+    harness: Harness,
+    *,
+    shared: bool,
+    resends: list[SentBind] = [],  # noqa: B006
+    answered: asyncio.Event | None = None,
+) -> BindReport:
     manifest = harness.server.pod
     pod = parse_pod(manifest, GROUP.key)
     gpu_groups = ("group-a",) if shared else ()
@@ -184,6 +196,7 @@ async def _bind(harness: Harness, *, shared: bool, resends: list[SentBind] = [])
         {},
         _no_grouping,
         resends,
+        answered=answered,
     )
 
 
@@ -306,3 +319,34 @@ def _result(*bindings: Binding) -> CycleResult:
 
 def _view(pod: dict[str, Any]) -> ClusterView:
     return ClusterView({}, {f"{NAMESPACE}/{POD}": pod}, {}, {}, {}, {}, 0)
+
+
+async def test_answered_is_set_once_the_first_bind_is_settled_not_once_it_is_sent(
+    harness: Harness,
+) -> None:
+    """A burst's next cycle plans once the first bind handed over is settled (see
+    `_Handoff.answered`): the binder says when, not when the bind was sent."""
+    release = asyncio.Event()
+    harness.server.hold = release
+    answered = asyncio.Event()
+    bind = asyncio.ensure_future(_bind(harness, shared=False, answered=answered))
+    try:
+        deadline = time.monotonic() + 60
+        while harness.server.binding_posts == 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert harness.server.binding_posts == 1
+        assert not answered.is_set()  # the server has the POST and has not answered it
+        release.set()
+        report = await asyncio.wait_for(bind, 60)
+    finally:
+        release.set()
+        bind.cancel()
+    assert answered.is_set()
+    assert list(report.bound) == [f"{NAMESPACE}/{POD}"]
+
+
+async def test_answered_is_set_when_there_is_no_bind_to_make(harness: Harness) -> None:
+    answered = asyncio.Event()
+    report = await harness.binder.bind([], {}, {}, {}, {}, _no_grouping, answered=answered)
+    assert answered.is_set()
+    assert not report.bound
