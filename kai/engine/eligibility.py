@@ -11,6 +11,7 @@ import bisect
 from collections.abc import Callable, Iterable
 
 from kai.engine.model import Node, Placement, Pod, Requirement, Taint, Toleration
+from kai.engine.numbering import Numbering
 
 _HARD_EFFECTS = ("NoSchedule", "NoExecute")
 
@@ -63,8 +64,7 @@ class Rejections:
     """
 
     def __init__(self) -> None:
-        self._numbers: dict[Placement, int] = {}
-        self._placements: list[Placement] = []
+        self._placements = Numbering[Placement]()
         self._selective: list[int] = []  # placements that select labels, by number
         self._by_state: dict[_NodeState, tuple[int, frozenset[int]]] = {}
         self._by_node: dict[str, tuple[Node, int, frozenset[int]]] = {}
@@ -74,21 +74,21 @@ class Rejections:
 
     def number(self, placement: Placement) -> int:
         """The placement's number, the same for equal placements."""
-        number = self._numbers.get(placement)
-        if number is None:
-            number = self._numbers[placement] = len(self._placements)
-            self._placements.append(placement)
-            if _selects(placement):
-                self._selective.append(number)
+        numbered = len(self._placements)
+        number = self._placements(placement)
+        if number == numbered and _selects(placement):  # new, and it selects labels
+            self._selective.append(number)
         return number
 
     def of(self, node: Node) -> frozenset[int]:
         """The numbers of the placements that may not use the node."""
         numbered = len(self._placements)
         known = self._by_node.get(node.name)
-        if known is not None and known[0] is node and known[1] == numbered:
+        if known is not None and known[0] is not node:
+            known = None  # another object under the name: judged anew
+        if known is not None and known[1] == numbered:
             return known[2]
-        start = known[1] if known is not None and known[0] is node else 0
+        start = known[1] if known is not None else 0
         rejected = self._by_state_of(node, numbered)
         first = bisect.bisect_left(self._selective, start)
         if first < len(self._selective):
@@ -96,9 +96,9 @@ class Rejections:
             rejected |= {
                 number
                 for number in self._selective[first:]
-                if not _labels_match(labels, node, self._placements[number])
+                if not _labels_match(labels, node, self._placements.items[number])
             }
-        if known is not None and known[0] is node:
+        if known is not None:
             rejected |= known[2]
         self._by_node[node.name] = (node, numbered, rejected)
         return rejected
@@ -110,7 +110,7 @@ class Rejections:
             rejected = rejected | {
                 number
                 for number in range(start, numbered)
-                if not _accepts_state(node, self._placements[number])
+                if not _accepts_state(node, self._placements.items[number])
             }
             self._by_state[key] = (numbered, rejected)
         return rejected

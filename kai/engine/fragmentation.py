@@ -42,11 +42,11 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Generic, TypeVar
 
 from kai.engine.capacity import NodeCapacity
 from kai.engine.eligibility import Rejections
 from kai.engine.model import GpuRequest, Placement, Pod
+from kai.engine.numbering import Numbering
 
 NodeState = tuple[int, int, int, int, bool, int, tuple[int, ...], frozenset[int]]
 """What fragmentation depends on: devices, MiB per device, free cpu, free memory, a pod slot
@@ -55,7 +55,6 @@ their number in `_Layouts`) that may not use the node."""
 
 
 _ANYWHERE = Placement()
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,24 +165,6 @@ kinds' requests (0, 0 without a pod slot), whether a pod slot is left, its devic
 placements that may not use it."""
 
 
-class _Numbering(Generic[T]):
-    """Numbers things in the order first seen; equal things get the same number."""
-
-    def __init__(self) -> None:
-        self._numbers: dict[T, int] = {}
-        self.items: list[T] = []
-
-    def __call__(self, item: T) -> int:
-        number = self._numbers.get(item)
-        if number is None:
-            number = self._numbers[item] = len(self.items)
-            self.items.append(item)
-        return number
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-
 class _Layouts:
     """What the measure knows whatever the workload's weights, kept from cycle to cycle: the
     number of each node state and each placement, which placements may not use a node, what
@@ -192,8 +173,8 @@ class _Layouts:
 
     def __init__(self) -> None:
         self.placements = Rejections()
-        self.states = _Numbering[NodeState]()
-        self.asks = _Numbering[GpuRequest]()
+        self.states = Numbering[NodeState]()
+        self.asks = Numbering[GpuRequest]()
         self._stranded: dict[tuple[int, _Part], int] = {}
         self.moves: dict[tuple[Shape, int], tuple[tuple[int | None, int], ...]] = {}
         """(level, state after) for each way of placing the pod; () when it does not fit."""
