@@ -1,7 +1,7 @@
 """A burst of new pods is taken on a bounded number per cycle, first in line first.
 
 With `burst_pods` = 5 and 13 pending pods, the first cycle binds at most 5 and
-each next one at most twice the one before (so some cycle binds more than 5); the
+each next one at most four times the one before (so some cycle binds more than 5); the
 cycles bind the pods in the order they were created, a pod that does not fit, left
 for a later cycle by the bound, still gets its reason, and the status of the
 groups bound during the burst, and their pods' Scheduled events, are written once
@@ -72,7 +72,7 @@ async def test_a_burst_is_bound_a_bounded_number_per_cycle_in_order(
             )
             assert len(recorded()) == FITTING, loop_state()  # none bound twice
             # Every cycle since the start, in order. Pods other tests left in terminating
-            # namespaces may be first in line and start the burst; the bound doubles at
+            # namespaces may be first in line and start the burst; the bound grows at
             # most once a cycle, so the cycle at `index` binds at most cycle_bound(BURST, index).
             cycles = list(operator.loop.recent)
             binding = [(index, c.bound) for index, c in enumerate(cycles) if c.bound]
