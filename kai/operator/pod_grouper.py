@@ -63,6 +63,8 @@ class Plans:
     """New plans whose group write failed in an earlier cycle: written, not scheduled."""
     deferred: int = 0
     """Pods that need a group but wait for a later cycle: the burst was over its bound."""
+    ends_burst: bool = False
+    """The cycle before left pods for this one, and this one takes on the rest."""
 
     @property
     def burst_continues(self) -> bool:
@@ -128,6 +130,7 @@ class PodGrouper:
         waiting, deferred = first_in_line(
             waiting, cycle_bound(self._burst_limit, self._burst_cycles)
         )
+        ends_burst = self._burst_cycles > 0 and not deferred
         self._burst_cycles = self._burst_cycles + 1 if deferred else 0
         new: dict[str, PodGroupPlan] = {}
         if waiting:
@@ -142,6 +145,7 @@ class PodGrouper:
             written={**in_flight, **{key: plan for key, (_, plan) in self._written.items()}},
             retrying=frozenset(self._refused & new.keys()),
             deferred=deferred,
+            ends_burst=ends_burst,
         )
 
     def writes(self, view: ClusterView, plans: Plans) -> GroupWrites:
@@ -156,6 +160,7 @@ class PodGrouper:
             self._node_pool_label,
             owed=dict(self._owed),
             defer=plans.burst_continues,
+            ends_burst=plans.ends_burst,
             settle_owed=self._settle_owed,
         )
 

@@ -400,9 +400,13 @@ async def test_a_group_bound_during_a_burst_is_owed_and_written_after_it(kit: Ki
     assert group["metadata"]["annotations"][LAST_START_ANNOTATION] == "2026-12-04T10:00:00Z"
 
 
-async def test_the_cycle_that_ends_a_burst_writes_its_groups_after_its_binds(kit: Kit) -> None:
-    """With groups owed by the burst, a group the cycle binds whole is created after its
-    bind, with the owed ones: the burst's last binds share the API server with nothing."""
+@pytest.mark.parametrize("earlier_binding", [False, True])
+async def test_the_cycle_that_ends_a_burst_writes_its_groups_after_its_binds(
+    kit: Kit, earlier_binding: bool
+) -> None:
+    """A group the cycle binds whole is created after its bind: the burst's last binds
+    share the API server with nothing. With groups owed by the burst they are created
+    then too; or the cycle before is still binding and owes nothing yet (`ends_burst`)."""
     manifest = await kit.make_pod("last-0")
     key, owed_key = f"{kit.namespace}/last-0", f"{kit.namespace}/pg-earlier-0"
     plans = {key: _single_plan(kit.namespace, "pg-last-0")}
@@ -410,9 +414,10 @@ async def test_the_cycle_that_ends_a_burst_writes_its_groups_after_its_binds(kit
     kit.kube.fails = lambda _, path: bool(sent.append(path))  # records every write, fails none
     settled: dict[str, Written] = {}
     view = _view(kit, {"last-0": manifest})
+    owed = {} if earlier_binding else {owed_key: _single_plan(kit.namespace, "pg-earlier-0")}
     writes = GroupWrites(
         kit.kube, view, plans, 4, lambda k, _, p, w: settled.update({k: w}),
-        owed={owed_key: _single_plan(kit.namespace, "pg-earlier-0")}, settle_owed=lambda *_: None,
+        owed=owed, ends_burst=earlier_binding, settle_owed=lambda *_: None,
     )  # fmt: skip
     async with writes as grouping:
         grouping.decided([key], {})
@@ -423,7 +428,7 @@ async def test_the_cycle_that_ends_a_burst_writes_its_groups_after_its_binds(kit
     assert settled[key] is Written.ALL
     collection = f"/apis/scheduling.run.ai/v2alpha2/namespaces/{kit.namespace}/podgroups"
     names = {g["metadata"]["name"] for g in (await kit.kube.get(collection))["items"]}
-    assert {"pg-last-0", "pg-earlier-0"} <= names
+    assert {"pg-last-0", *(plan.name for plan in owed.values())} <= names
 
 
 async def test_a_group_bound_whole_outside_a_burst_is_written_beside_its_bind(kit: Kit) -> None:

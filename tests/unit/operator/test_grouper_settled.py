@@ -72,3 +72,21 @@ async def test_a_plan_whose_binds_are_still_going_out_is_not_planned_again() -> 
     assert meanwhile.new == {} and meanwhile.schedulable() == {"ns/p": plan}
     after = await grouper.plan(_view(_pod(), {}), classes)  # its group refused: planned again
     assert set(after.new) == {"ns/p"}
+
+
+async def test_the_cycle_that_takes_on_the_rest_of_a_burst_says_it_ends_it() -> None:
+    """So its group creates wait for its binds (kai.operator.group_writes), even while the
+    cycle before still binds and owes no group yet."""
+    grouper = PodGrouper(None, OwnerReader(None), EventRecorder(None, "t"), "kai-res", 4, 1)  # type: ignore[arg-type]
+    classes = default_priority_classes()
+    second = _pod()
+    second["metadata"].update(name="q", uid="uid-q")
+    empty: MappingProxyType[str, Any] = MappingProxyType({})
+    pods = MappingProxyType({"ns/p": _pod(), "ns/q": second})
+    view = ClusterView(empty, pods, empty, empty, empty, empty, 1)
+    first = await grouper.plan(view, classes)
+    assert (set(first.new), first.burst_continues, first.ends_burst) == ({"ns/p"}, True, False)
+    rest = await grouper.plan(view, classes, in_flight=dict(first.new))
+    assert (set(rest.new), rest.burst_continues, rest.ends_burst) == ({"ns/q"}, False, True)
+    after = await grouper.plan(view, classes, in_flight={**first.new, **rest.new})
+    assert (after.new, after.ends_burst) == ({}, False)
