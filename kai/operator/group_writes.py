@@ -66,8 +66,8 @@ class GroupWrites:
     `decided` is told which pods the cycle binds, in the binder's order, and the
     start timestamps of the groups it binds; it starts the group writes, at most
     `concurrency` at once, those the binder needs first first, but for the groups a
-    burst defers (`defer`, `ends_burst`, or groups `owed`). The binder asks `annotations(pod)` before
-    each bind: it answers what the binding must carry once the pod may be bound
+    burst defers (`defer`, `ends_burst`, or groups `owed`). The binder asks
+    `annotations(pod)` before each bind: it answers what the binding must carry once the pod may be bound
     (waiting for the pod's group unless its binds need not), or None when the group
     could not be written. `finish` is told which pods were bound: while a burst
     continues it owes the deferred groups whose pods were all bound; it writes the
