@@ -17,7 +17,6 @@ from kai.api.shards import NODE_POOL_LABEL_KEY
 from kai.cli.arguments import kubeconfig_file
 from kai.operator.config import (
     BURST_GROWTH,
-    BURST_STEP,
     DEFAULT_RESERVATION_NAMESPACE,
     QUIET_RECHECK_SECONDS,
     OperatorConfig,
@@ -64,7 +63,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=int,
         default=500,
         help="new pods a burst's first cycle takes on at most; the rest go to the next cycles,"
-        f" each taking on {BURST_STEP}x as many, up to {BURST_GROWTH}x (0: no bound)",
+        f" each taking on up to {BURST_GROWTH}x as many (0: no bound)",
     )
     parser.add_argument(
         "--quiet-recheck",

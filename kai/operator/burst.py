@@ -10,20 +10,23 @@ is not over). A pod that waits has no PodGroup yet, so it is not in any queue
 yet: it is waiting to be grouped, as it would in KAI while its pod grouper
 catches up, and it gets its reason from the engine in the cycle that groups it.
 
-The bound grows while the burst lasts: `limit` for its first cycle, `BURST_STEP`
-times the bound of the cycle before for each next one, up to `BURST_GROWTH` x
-`limit` (500, 2,000, 4,000, 4,000, ...). The
-first cycle is kept small so that the first binds go out soon; a later cycle
-plans while the cycle before it is binding, so its size does not hold back a
-bind, and each cycle costs something whatever its size (cutting the watch
-cache, the snapshot of every pod, the engine's pass over them, contending with
-the binds for the interpreter). A 5,000-pod burst (`bench/e2e.py`, kai only, a
-fresh control plane each, three rounds interleaved) took 8.86 s median with a
-fixed 500 (10 cycles), 8.07 s with 1,000 (5) and 7.91 s with 2,000 (3, the
-first bind 0.7 s later than with 500). Growing by 2 up to 4x (500, 1,000, 2,000,
-1,500: 4 cycles) took 7.54 s median of six runs, against 7.28 s (kai's CPU 4.17 s
-against 4.35, mean) for 4 up to 8x (500, 2,000, 2,500: 3 cycles), both with lists
-paged by 2,000 (kai.kube.listing), six rounds interleaved.
+The bound grows once the burst is under way: `limit` for its first cycle, then
+`BURST_GROWTH` x `limit` for each later one (500, 8,000, 8,000, ...). The first
+cycle is kept small so that the first binds go out soon. The second plans while
+the first is binding, and each cycle costs something whatever its size (cutting
+the watch cache, the snapshot of every pod, the engine's pass over them,
+contending with the binds for the interpreter), so fewer, larger later cycles
+leave the binds fewer stretches with a cycle planning beside them. A 5,000-pod
+burst (`bench/e2e.py`, kai only, a fresh control plane each, interleaved) took
+8.86 s median with a fixed 500 (10 cycles), 8.07 s with 1,000 (5) and 7.91 s with
+2,000 (3, the first bind 0.7 s later than with 500); growing by 2 up to 4x (500,
+1,000, 2,000, 1,500) 7.54 s median of six; by 4 up to 8x (500, 2,000, 2,500)
+7.61 s median of five against 7.18 of nine for 500 then the rest (4,500). That
+second cycle is decided in about a second, while the first cycle's 500 binds go
+out, and its binds then go out at 1,050/s, the bare client's rate, against
+700-930/s when the rest took two cycles. With 10,000 pods (500, 8,000, 1,500
+against 500, 2,000, 4,000, 3,500) two rounds were even: 14.79 and 13.67 s against
+13.46 and 14.17.
 
 Who is first: the pod's priority (higher first, as KAI's job order), then the
 oldest, then by name, so a burst is taken on in the order the engine would offer
@@ -50,7 +53,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kai.engine.group_decision import GroupDecision
-from kai.operator.config import BURST_GROWTH, BURST_STEP
+from kai.operator.config import BURST_GROWTH
 
 Waiting = tuple[str, Mapping[str, Any]]
 """A pod that needs a PodGroup: its key ("namespace/name") and the pod."""
@@ -58,13 +61,11 @@ Waiting = tuple[str, Mapping[str, Any]]
 
 def cycle_bound(limit: int, continued: int) -> int:
     """New pods a cycle takes on when the burst has already lasted `continued` cycles:
-    `limit` times `BURST_STEP` per cycle, up to `BURST_GROWTH` x `limit` (`limit` <= 0: no
+    `limit` in its first, `BURST_GROWTH` x `limit` in each later one (`limit` <= 0: no
     bound)."""
-    if limit <= 0:
+    if limit <= 0 or continued == 0:
         return limit
-    steps = min(continued, BURST_GROWTH.bit_length())  # a long burst's power stays small
-    growth: int = BURST_STEP**steps
-    return limit * min(growth, BURST_GROWTH)
+    return limit * BURST_GROWTH
 
 
 def first_in_line(waiting: Sequence[Waiting], limit: int) -> tuple[list[Waiting], int]:

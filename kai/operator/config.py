@@ -15,10 +15,9 @@ DEFAULT_RESERVATION_NAMESPACE = RESERVATION_NAMESPACE
 DEFAULT_NAMESPACE = "kai-scheduler"
 QUIET_RECHECK_SECONDS = 10.0
 """How often a quiet cluster gets a full cycle all the same (kai.operator.loop)."""
-BURST_STEP = 4
-"""Each later cycle of a burst takes on this many times the one before (kai.operator.burst)."""
-BURST_GROWTH = 8
-"""The most a burst's later cycles take on, as a multiple of `burst_pods` (kai.operator.burst)."""
+BURST_GROWTH = 16
+"""What each later cycle of a burst takes on at most, as a multiple of `burst_pods`
+(kai.operator.burst)."""
 
 
 def default_identity() -> str:
@@ -50,7 +49,7 @@ class OperatorConfig:
     """Liveness on the metrics port too; `kai run` leaves it to kopf's probe endpoint."""
     burst_pods: int = 500
     """New pods a burst's first cycle groups and schedules at most; the rest go to the next
-    cycles, each taking on `BURST_STEP` times as many, up to `BURST_GROWTH` x (0: no bound)."""
+    cycles, each taking on up to `BURST_GROWTH` times as many (0: no bound)."""
     bind_concurrency: int = 32
     write_concurrency: int = 32
     namespace: str = field(default_factory=default_namespace)
