@@ -9,6 +9,7 @@ of the solver's answer both use.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import uuid
 from collections.abc import Iterable
@@ -17,7 +18,8 @@ from dataclasses import dataclass, field
 from kai.engine.model import Node, Pod
 from kai.engine.resources import Resources, ResourceSum
 
-_GROUP_NAMESPACE = uuid.UUID("6f1c8f3e-4f7e-4d1b-9a57-1f2d7c0e5a10")
+GROUP_NAMESPACE = uuid.UUID("6f1c8f3e-4f7e-4d1b-9a57-1f2d7c0e5a10")
+_GROUP_NAMESPACE_BYTES = GROUP_NAMESPACE.bytes
 
 
 def new_group_id(node: str, index: int, cycle: str = "") -> str:
@@ -27,7 +29,15 @@ def new_group_id(node: str, index: int, cycle: str = "") -> str:
     KAI makes a fresh id per group: an id a previous cycle used may still name a reservation
     pod that is going away, and a new fraction must not be put on a device nothing will hold.
     """
-    return str(uuid.uuid5(_GROUP_NAMESPACE, f"{node}:{cycle}:{index}"))
+    # uuid.uuid5's own steps, without building a UUID object to print it: a cycle opens
+    # thousands of devices at 5,000 nodes, and the object was most of the id's cost.
+    digest = bytearray(
+        hashlib.sha1(_GROUP_NAMESPACE_BYTES + f"{node}:{cycle}:{index}".encode()).digest()[:16]
+    )
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
+    text = digest.hex()
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 @dataclass

@@ -56,6 +56,9 @@ class GpuRequest:
     devices: int = 1
     # MiB per device size, memoised: placement asks this for every candidate node.
     _mib: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # GPUs counted per device size, memoised: queue accounting asks it of every pod, and
+    # each answer was a new Fraction (a gcd and an object).
+    _gpus: dict[int, Fraction] = field(default_factory=dict, init=False, repr=False, compare=False)
     is_fractional: bool = field(init=False, repr=False, compare=False)
     """A share of devices, derived once: every pass over the pods asks it of each."""
 
@@ -73,11 +76,16 @@ class GpuRequest:
 
     def gpus_on(self, device_memory_mib: int) -> Fraction:
         """Devices counted against quotas when placed on such a node (fractions count as portions)."""
-        if self.whole:
-            return Fraction(self.whole)
-        if self.memory_mib:
-            return Fraction(self.memory_mib, device_memory_mib) * self.devices
-        return self.portion if self.devices == 1 else self.portion * self.devices
+        gpus = self._gpus.get(device_memory_mib)
+        if gpus is None:
+            if self.whole:
+                gpus = Fraction(self.whole)
+            elif self.memory_mib:
+                gpus = Fraction(self.memory_mib, device_memory_mib) * self.devices
+            else:
+                gpus = self.portion if self.devices == 1 else self.portion * self.devices
+            self._gpus[device_memory_mib] = gpus
+        return gpus
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 
-from kai.engine.capacity import initial_capacity, new_group_id
+from kai.engine.capacity import GROUP_NAMESPACE, initial_capacity, new_group_id
 from kai.engine.cycle import run_cycle
 from kai.engine.model import EngineConfig
 from tests.unit.engine.builders import GI, group, node, pod, queue, snapshot
@@ -91,3 +92,10 @@ def test_a_device_opened_for_sharing_gets_a_new_id_every_cycle() -> None:
     first = datetime(2026, 6, 1, tzinfo=UTC)
     assert device_for(first) == device_for(first)  # the same snapshot, the same decision
     assert device_for(first) != device_for(first + timedelta(seconds=1))
+
+
+def test_a_group_id_is_the_uuid5_of_its_node_cycle_and_index() -> None:
+    """The id is worked out by hand for speed; it must be exactly uuid5's."""
+    for node_name, index, cycle in (("n1", 0, ""), ("node-00042", 7, "2026-01-01T00:00:00+00:00")):
+        expected = str(uuid.uuid5(GROUP_NAMESPACE, f"{node_name}:{cycle}:{index}"))
+        assert new_group_id(node_name, index, cycle) == expected
