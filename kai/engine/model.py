@@ -313,6 +313,9 @@ class EngineConfig:
     the emptiest with room. Unset, it follows `placement_strategy`, as KAI's shard does."""
     solver_workers: int = 2
     random_seed: int = 0
+    isolate_solver: bool = False
+    """Solve the allocation model in a forked child (kai.engine.solver.isolated), so that an
+    OR-Tools abort costs the answer and not the process; `kai run` does."""
     evictions: EvictionConfig = EvictionConfig()
 
     @property

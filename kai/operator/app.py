@@ -144,6 +144,7 @@ async def run_operator(
                 time_limit_seconds=config.time_limit_seconds,
                 solver_workers=config.solver_workers,
                 placement_strategy=PlacementStrategy(config.placement),
+                isolate_solver=True,  # an OR-Tools abort must not take the scheduler down
             ),
             executor=executor,
             period_seconds=config.period_seconds,

@@ -21,9 +21,10 @@ from kai.engine.greedy import AllocationOutcome, index_after
 from kai.engine.job_order import gang_order_key
 from kai.engine.model import EngineConfig, Queue
 from kai.engine.solver.decode import decode
+from kai.engine.solver.isolated import solve_in_child
 from kai.engine.solver.model import AllocationModel, ModelInput
 from kai.engine.solver.shapes import NodeClass, Shape, build_classes, modelled, shape_of
-from kai.engine.solver.solve import add_greedy_hint, selection_of, solve
+from kai.engine.solver.solve import add_greedy_hint, in_process, selection_of, solve
 from kai.engine.solver.topology_terms import (
     domain_choices,
     domain_key,
@@ -123,7 +124,13 @@ def optimize(
         )
     )
     add_greedy_hint(allocation, greedy, capacity, class_of_node)
-    answer = solve(allocation, config.time_limit_seconds, config.solver_workers, config.random_seed)
+    answer = solve(
+        allocation,
+        config.time_limit_seconds,
+        config.solver_workers,
+        config.random_seed,
+        solve_in_child if config.isolate_solver else in_process,
+    )
     if answer is None:
         return None
     bound = gpu_upper_bound(gangs, capacity, memory_mib)

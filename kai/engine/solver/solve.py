@@ -8,10 +8,11 @@ limit in all but overloaded runs, so the same snapshot gives the same decisions.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
+from ortools.sat.python import cp_model_helper as helper
 
 from kai.engine.capacity import NodeCapacity
 from kai.engine.greedy import AllocationOutcome
@@ -39,8 +40,25 @@ class SolverAnswer:
         return self.values.get(var.index, 0)
 
 
+Run = Callable[[cp_model.CpModel, helper.SatParameters], helper.CpSolverResponse | None]
+"""How a stage is solved: in this process, or in a child (`isolated`); None: no response."""
+
+
+def in_process(
+    model: cp_model.CpModel, parameters: helper.SatParameters
+) -> helper.CpSolverResponse:
+    solver = cp_model.CpSolver()
+    solver.parameters.copy_from(parameters)
+    solver.solve(model)
+    return solver.response_proto
+
+
 def solve(
-    allocation: AllocationModel, time_limit: float, workers: int, seed: int
+    allocation: AllocationModel,
+    time_limit: float,
+    workers: int,
+    seed: int,
+    run: Run = in_process,
 ) -> SolverAnswer | None:
     """Optimise stage by stage; None when not even the first stage found a feasible answer.
 
@@ -59,8 +77,7 @@ def solve(
     for position, stage in enumerate(plan):
         later = len(plan) - position - 1
         share = _FIRST_STAGE_SHARE if position == 0 and later else 1.0 / (later + 1)
-        solver = cp_model.CpSolver()
-        params = solver.parameters
+        params = helper.SatParameters()
         params.max_deterministic_time = max(_MIN_STAGE_WORK, work_left * share)
         params.max_time_in_seconds = max(0.05, wall_left - later * _WALL_RESERVE_PER_STAGE)
         params.num_workers = max(1, workers)
@@ -77,24 +94,26 @@ def solve(
         params.find_big_linear_overlap = False
         objective = stage.objective()
         model.maximize(objective)
-        status = solver.solve(model)
-        wall_left -= solver.wall_time
-        work_left -= solver.response_proto.deterministic_time
-        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        response = run(model, params)
+        if response is None:  # the child solving it died or hung: what earlier stages found stands
             break
-        solution = list(solver.response_proto.solution)  # the value of each variable, by index
+        wall_left -= response.wall_time
+        work_left -= response.deterministic_time
+        if response.status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            break
+        solution = list(response.solution)  # the value of each variable, by index
         values = dict(enumerate(solution))
         bounds = [*answer.objective_bounds] if answer else []
-        bounds.append(solver.best_objective_bound)
+        bounds.append(response.best_objective_bound)
         answer = SolverAnswer(
             values,
-            solver.status_name(status),
+            helper.CpSolverStatus(response.status).name,
             position + 1,
             len(plan),
             bounds,
-            (answer.wall_seconds if answer else 0.0) + solver.wall_time,
+            (answer.wall_seconds if answer else 0.0) + response.wall_time,
         )
-        model.add(objective >= int(solver.value(objective)))
+        model.add(objective >= int(helper.ResponseHelper.value(response, objective)))
         model.clear_hints()  # type: ignore[no-untyped-call]  # untyped in ortools' stubs
         _hint(model, list(range(len(solution))), solution)
         if wall_left <= 0.05:

@@ -1,0 +1,101 @@
+"""Run one CP-SAT solve in a forked child process, so that a native crash costs the answer, not the scheduler.
+
+OR-Tools checks its own invariants with CHECKs that abort the whole process. One did
+once in this project's engine benchmark (OR-Tools 9.15, the 1,000-node allocation model;
+not again in about a hundred solves of the same model since):
+
+    Check failed: solution->size() == postsolve_mapping.size() (0 vs. 8869)
+
+In `kai run` that abort would take the leader down with every bind of the cycle. Here
+the solve runs in a child forked from the engine's thread: the child inherits the
+model as it is in memory, solves it with the caller's parameters and writes the
+response back as text; the parent reads it, or gets None when the child died or did
+not answer by the deadline (it is then killed). The caller keeps the greedy answer,
+as when the solver finds nothing in its time.
+
+The child only solves and writes: it runs no cleanup (`os._exit`), collects no
+garbage (a finaliser must not touch the parent's sockets from the copy), and
+restores the default signal handlers, so a signal meant for the scheduler is not
+written into the scheduler's own event loop by the child.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import select
+import signal
+import time
+from collections.abc import Callable
+
+from ortools.sat.python import cp_model
+from ortools.sat.python import cp_model_helper as helper
+
+ANSWER_GRACE_SECONDS = 5.0
+"""How long past its own time limit a child may take to answer before it is killed."""
+_READ_SIZE = 1 << 20
+
+
+def solve_in_child(
+    model: cp_model.CpModel,
+    parameters: helper.SatParameters,
+    started: Callable[[int], None] | None = None,
+) -> helper.CpSolverResponse | None:
+    """The response of solving `model` in a forked child; None if the child died or hung.
+
+    `started`, when given, is told the child's pid (tests stop a child with it).
+    """
+    deadline = time.monotonic() + parameters.max_time_in_seconds + ANSWER_GRACE_SECONDS
+    readable, writable = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        os.close(readable)
+        _solve_and_exit(model, parameters, writable)
+    os.close(writable)
+    if started is not None:
+        started(pid)
+    try:
+        written = _read_until(readable, deadline)
+    finally:
+        os.close(readable)
+        if written is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+    if written is None or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+        return None
+    response = helper.CpSolverResponse()
+    response.parse_text_format(written.decode())
+    return response
+
+
+def _solve_and_exit(model: cp_model.CpModel, parameters: helper.SatParameters, out: int) -> None:
+    code = 1
+    try:
+        gc.disable()
+        signal.set_wakeup_fd(-1)
+        for number in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(number, signal.SIG_DFL)
+        wrapper = helper.SolveWrapper()
+        wrapper.set_parameters(parameters)
+        response = wrapper.solve(model.proto)  # type: ignore[no-untyped-call]  # untyped in ortools' stubs
+        data = memoryview(str(response).encode())
+        while data:
+            data = data[os.write(out, data) :]
+        code = 0
+    finally:
+        os._exit(code)
+
+
+def _read_until(readable: int, deadline: float) -> bytes | None:
+    """Everything the child writes until it closes its end; None past the deadline."""
+    chunks: list[bytes] = []
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([readable], [], [], remaining)[0]:
+            return None
+        chunk = os.read(readable, _READ_SIZE)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
