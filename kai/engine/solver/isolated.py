@@ -32,6 +32,8 @@ from collections.abc import Callable
 from ortools.sat.python import cp_model
 from ortools.sat.python import cp_model_helper as helper
 
+from kai.engine.solver.solve import in_process
+
 ANSWER_GRACE_SECONDS = 5.0
 """How long past its own time limit a child may take to answer before it is killed."""
 _READ_SIZE = 1 << 20
@@ -77,10 +79,7 @@ def _solve_and_exit(model: cp_model.CpModel, parameters: helper.SatParameters, o
         signal.set_wakeup_fd(-1)
         for number in (signal.SIGTERM, signal.SIGINT):
             signal.signal(number, signal.SIG_DFL)
-        wrapper = helper.SolveWrapper()
-        wrapper.set_parameters(parameters)
-        response = wrapper.solve(model.proto)  # type: ignore[no-untyped-call]  # untyped in ortools' stubs
-        data = memoryview(str(response).encode())
+        data = memoryview(str(in_process(model, parameters)).encode())
         while data:
             data = data[os.write(out, data) :]
         code = 0

@@ -47,6 +47,7 @@ Run = Callable[[cp_model.CpModel, helper.SatParameters], helper.CpSolverResponse
 def in_process(
     model: cp_model.CpModel, parameters: helper.SatParameters
 ) -> helper.CpSolverResponse:
+    """The response of solving `model` here, on the calling thread (the child's solve too)."""
     solver = cp_model.CpSolver()
     solver.parameters.copy_from(parameters)
     solver.solve(model)
