@@ -141,6 +141,13 @@ class KaiOrder:
     topology: TopologyIndex | None = None
     """The cycle's Topologies, for gangs with a `topologyConstraint`."""
 
+    def node_index(self, capacity: Mapping[str, NodeCapacity]) -> NodeIndex:
+        """An index over this free capacity that finds nodes in this order's preference."""
+        config = self.config
+        return NodeIndex(
+            capacity, config.placement_strategy, config.device_placement, self.fragmentation
+        )
+
 
 def allocate_in_kai_order(
     gangs: Iterable[GangRequest],
@@ -152,6 +159,18 @@ def allocate_in_kai_order(
     """The greedy pass over these gangs, from this free capacity and queue ledger: the one
     allocation the cycle makes, the solver's repair and the eviction searches' look at the
     next cycle all run (that one may end it early with `settled`)."""
+    return allocate_on_index(gangs, order.node_index(capacity), ledger, order, settled)
+
+
+def allocate_on_index(
+    gangs: Iterable[GangRequest],
+    index: NodeIndex,
+    ledger: QueueBudget,
+    order: KaiOrder,
+    settled: Settled | None = None,
+) -> AllocationOutcome:
+    """`allocate_in_kai_order` on an index the caller keeps: it takes what it places there,
+    so a caller that looks at many futures of the same room wraps each in a checkpoint."""
     offers = OfferQueue(
         order.queues,
         order.shares,
@@ -163,12 +182,9 @@ def allocate_in_kai_order(
         offer = first_offer(gang)
         if offer is not None:
             offers.push(offer)
-    config = order.config
     return greedy_allocate(
         offers,
-        NodeIndex(
-            capacity, config.placement_strategy, config.device_placement, order.fragmentation
-        ),
+        index,
         ledger,
         order.eligible_for,
         order.accounting_memory_mib,

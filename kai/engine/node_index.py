@@ -104,8 +104,6 @@ class NodeIndex:
     ) -> tuple[str, ...]:
         """Place the pod on the node; `groups` replays a known choice of shared devices, and
         a fraction placed `alone` takes the device that leaves the least fragmentation."""
-        if self._saved and name not in self._saved[-1]:
-            self._saved[-1][name] = self.capacity[name].copy()
         result: tuple[str, ...] = ()
 
         if groups is None and pod.gpu.is_fractional:
@@ -119,8 +117,15 @@ class NodeIndex:
             nonlocal result
             result = cap.take(pod, groups)
 
-        self._move(name, apply)
+        self.update(name, apply)
         return result
+
+    def update(self, name: str, change: Callable[[NodeCapacity], object]) -> None:
+        """Change the node's free capacity (a placement, or a leaving pod's room given back),
+        keeping the index in step; the enclosing checkpoint's rollback undoes it."""
+        if self._saved and name not in self._saved[-1]:
+            self._saved[-1][name] = self.capacity[name].copy()
+        self._move(name, change)
 
     # -- internals -----------------------------------------------------------------------
     def _least_fragmenting(
@@ -267,7 +272,7 @@ class NodeIndex:
         for level in levels:
             yield from list(self._buckets[level])
 
-    def _move(self, name: str, change: Callable[[NodeCapacity], None]) -> None:
+    def _move(self, name: str, change: Callable[[NodeCapacity], object]) -> None:
         cap = self._writable(name)
         old_level = max(0, cap.whole_gpus)
         rooms = self._rooms

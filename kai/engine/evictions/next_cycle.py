@@ -15,6 +15,7 @@ is still not placed is not made. Gangs pipelined by earlier decisions keep their
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import defaultdict
 
 from kai.engine.evictions.preemptors import Preemptor
@@ -22,26 +23,36 @@ from kai.engine.evictions.room import release
 from kai.engine.evictions.scenario import Scenario
 from kai.engine.evictions.state import EvictionState
 from kai.engine.gangs import GangRequest, build_gang_requests
-from kai.engine.greedy import AllocationOutcome, KaiOrder, allocate_in_kai_order
+from kai.engine.greedy import AllocationOutcome, allocate_on_index
 from kai.engine.job_order import Offer
 from kai.engine.model import Pod, PodPhase
+from kai.engine.node_index import NodeIndex
 from kai.engine.resources import Resources
 
 
 def undone_next_cycle(state: EvictionState, preemptor: Preemptor, scenario: Scenario) -> bool:
     """True when the next allocation would re-place a victim before placing the preemptor."""
+    index = state.next_cycle_index()
+    index.begin()  # rolled back below: the victims' room is given back only in this look ahead
+    try:
+        return _undone(state, index, preemptor, scenario)
+    finally:
+        index.rollback()
+
+
+def _undone(
+    state: EvictionState, index: NodeIndex, preemptor: Preemptor, scenario: Scenario
+) -> bool:
     inputs = state.inputs
-    # Only the victims' nodes change here; the greedy pass copies what it changes itself.
-    future = dict(state.future)
     ledger = state.ledger.copy()
     victims: dict[str, list[Pod]] = defaultdict(list)
     for key, evicted in scenario.evicted.items():
         gang = state.running[key]
         for pod in gang.pods:
-            if pod.key in evicted and pod.node in future:
-                if future[pod.node] is state.future[pod.node]:  # not copied yet
-                    future[pod.node] = future[pod.node].copy()
-                release(future[pod.node], pod, pod.gpu_groups)
+            if pod.key in evicted and pod.node in index.capacity:
+                index.update(
+                    pod.node, functools.partial(release, pod=pod, gpu_groups=pod.gpu_groups)
+                )
                 ledger.add(
                     gang.group.queue, Resources() - state.usage[pod.key], gang.group.preemptible
                 )
@@ -59,25 +70,14 @@ def undone_next_cycle(state: EvictionState, preemptor: Preemptor, scenario: Scen
             for pod in running.pods
         ]
         gangs += build_gang_requests([running.group], {key: pods})
-    waiting = set(state.pipelined)
+    waiting = {record.group for record in state.pipelined.values()}
     gangs += [
         request
         for request in inputs.unplaced
-        if request.key not in victims
-        and not any(pod.key in waiting for pod in (*request.core, *request.elastic))
+        if request.key not in victims and request.key not in waiting
     ]
     if preemptor.key not in {request.key for request in gangs}:
         gangs.append(preemptor.gang)
-    order = KaiOrder(
-        inputs.queues,
-        inputs.shares,
-        inputs.total,
-        inputs.config,
-        inputs.eligible_for,
-        inputs.memory_mib,
-        inputs.fragmentation,
-        inputs.topology,
-    )
     preemptor_pods = [pod.key for pod in preemptor.pods]
     victim_pods = [pod.key for pods in victims.values() for pod in pods]
     untried = set(victims)  # victim gangs not yet offered room
@@ -96,7 +96,7 @@ def undone_next_cycle(state: EvictionState, preemptor: Preemptor, scenario: Scen
         untried.discard(key)
         return tried and (not untried or any(key in placed for key in victim_pods))
 
-    outcome = allocate_in_kai_order(gangs, future, ledger, order, settled)
+    outcome = allocate_on_index(gangs, index, ledger, state.order, settled)
     placed = outcome.placements
     preemptor_placed = any(key in placed for key in preemptor_pods)
     victim_placed = any(key in placed for key in victim_pods)

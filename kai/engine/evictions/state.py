@@ -10,6 +10,7 @@ so each later decision in the cycle sees the earlier ones.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -24,8 +25,9 @@ from kai.engine.evictions.room import Overlay, Seat, release
 from kai.engine.fairshare import QueueShare
 from kai.engine.fragmentation import Fragmentation
 from kai.engine.gangs import GangRequest, pod_resources
-from kai.engine.greedy import PodPlacement
+from kai.engine.greedy import KaiOrder, PodPlacement
 from kai.engine.model import EngineConfig, Pod, PodGroup, PodPhase, Queue, Snapshot
+from kai.engine.node_index import NodeIndex
 from kai.engine.queue_order import allocatable_share
 from kai.engine.resources import Resources
 from kai.engine.topology import TopologyIndex
@@ -91,6 +93,8 @@ class EvictionState:
     _allocatable: dict[str, Resources] = field(default_factory=dict)
     _running: dict[str, RunningGang] | None = None
     _usage: dict[str, Resources] | None = None
+    _order: KaiOrder | None = None
+    _next_cycle: NodeIndex | None = None
 
     @classmethod
     def start(cls, inputs: EvictionInputs) -> EvictionState:
@@ -161,6 +165,34 @@ class EvictionState:
             for device in gpu_groups:
                 occupants.setdefault((node or "", device), set()).add(key)
         return future, occupants
+
+    @property
+    def order(self) -> KaiOrder:
+        """KAI's allocation order over this cycle's queues, as the next cycle would follow it."""
+        if self._order is None:
+            inputs = self.inputs
+            self._order = KaiOrder(
+                inputs.queues,
+                inputs.shares,
+                inputs.total,
+                inputs.config,
+                inputs.eligible_for,
+                inputs.memory_mib,
+                inputs.fragmentation,
+                inputs.topology,
+            )
+        return self._order
+
+    def next_cycle_index(self) -> NodeIndex:
+        """A node index over `future`, which `commit` keeps in step with it.
+
+        Each next-cycle check looks at one future of this room inside a checkpoint of
+        this index and rolls it back: an index of its own per check was a sixth of the
+        checks' time at 1,000 nodes (fragmentation states worked out for every node).
+        """
+        if self._next_cycle is None:
+            self._next_cycle = self.order.node_index(self.future)
+        return self._next_cycle
 
     @property
     def config(self) -> EngineConfig:
@@ -236,7 +268,9 @@ class EvictionState:
         leaving: dict[str, set[str]] = {}
         for eviction in decision.evictions:
             pod = next(p for p in self.running[eviction.group].pods if p.key == eviction.pod)
-            release(self.future[eviction.node], pod, pod.gpu_groups)
+            self._change(
+                eviction.node, functools.partial(release, pod=pod, gpu_groups=pod.gpu_groups)
+            )
             for device in pod.gpu_groups:
                 self.occupants.get((eviction.node, device), set()).discard(pod.key)
             group = self.groups[eviction.group]
@@ -251,7 +285,7 @@ class EvictionState:
             else:
                 del self.running[key]
         for (pod, node, gpu_groups), record in zip(seats, decision.pipelined, strict=True):
-            self.future[node].take(pod, gpu_groups)
+            self._change(node, functools.partial(NodeCapacity.take, pod=pod, groups=gpu_groups))
             for device in gpu_groups:
                 self.occupants.setdefault((node, device), set()).add(pod.key)
             group = self.groups[pod.group]
@@ -265,3 +299,10 @@ class EvictionState:
         self._free_gpus = None
         self._lowest_victim_priority = None
         self._by_queue = None
+
+    def _change(self, node: str, change: Callable[[NodeCapacity], object]) -> None:
+        """Change the node's future room, and the next-cycle index with it. The index goes
+        first: until it has changed a node it shares `future`'s object, which it copies."""
+        if self._next_cycle is not None:
+            self._next_cycle.update(node, change)
+        change(self.future[node])

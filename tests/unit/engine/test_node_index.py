@@ -7,12 +7,16 @@ after any sequence of those.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from fractions import Fraction
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kai.engine.capacity import NodeCapacity, initial_capacity
+from kai.engine.evictions.room import release
+from kai.engine.fragmentation import Fragmentation, workload_of
 from kai.engine.model import PlacementStrategy, Pod
 from kai.engine.node_index import NodeIndex
 from tests.unit.engine.builders import node, pod
@@ -71,3 +75,96 @@ def test_a_fraction_goes_where_a_scan_of_every_node_says(
         index.begin()
         index.take(chosen, fraction)
         getattr(index, outcome)()
+
+
+_PROBES = (
+    pod("probe-1", "probe", gpus=1),
+    pod("probe-2", "probe", gpus=2),
+    pod("probe-half", "probe", portion=Fraction(1, 2)),
+    pod("probe-quarter", "probe", portion=Fraction(1, 4)),
+)
+_changes = st.lists(
+    st.tuples(
+        st.sampled_from(("take", "release", "begin", "commit", "rollback")),
+        st.integers(0, 3),
+        st.booleans(),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    running=st.lists(
+        st.tuples(st.integers(0, 3), st.sampled_from((1, 2, *_PORTIONS))), max_size=10
+    ),
+    changes=_changes,
+)
+def test_an_index_changed_and_rolled_back_finds_what_a_fresh_one_finds(
+    running: list[tuple[int, int | Fraction]],
+    changes: list[tuple[str, int, bool]],
+) -> None:
+    """The eviction actions keep one index across their next-cycle checks: each gives
+    victims' room back (`update`) and places gangs inside a checkpoint, then rolls back.
+    Whatever the sequence, the index must choose as one built afresh from its capacity."""
+    nodes = [node(f"n{i}", gpus=4, gpu_memory_mib=_DEVICE_SIZES[i % 2]) for i in range(4)]
+    pods = [
+        pod(
+            f"r{i}",
+            "running",
+            gpus=ask if isinstance(ask, int) else 0,
+            portion=ask if isinstance(ask, Fraction) else Fraction(0),
+            node_name=f"n{at}",
+        )
+        for i, (at, ask) in enumerate(running)
+    ]
+    capacity = initial_capacity(nodes, pods)
+    pods = [  # the devices each running fraction was given, so that it can be released
+        dataclasses.replace(p, gpu_groups=tuple(capacity[p.node or ""].shared)[:1])
+        if p.gpu.is_fractional
+        else p
+        for p in pods
+    ]
+    original = {name: cap.copy() for name, cap in capacity.items()}
+    workload = workload_of([pod("w", "w", portion=Fraction(1, 2)), pod("v", "v", gpus=1)])
+    measure = Fragmentation(workload)
+    index = NodeIndex(capacity, PlacementStrategy.BINPACK, fragmentation=measure)
+    index.begin()  # the look ahead's own checkpoint, rolled back at the end
+    present = [set(range(len(pods)))]  # running pods not released, per open checkpoint
+    for step, (kind, which, alone) in enumerate(changes):
+        if kind == "take":
+            probe = dataclasses.replace(_PROBES[which], name=f"p{step}")
+            chosen = index.find(probe, lambda _: True, alone)
+            if chosen is not None:
+                index.take(chosen, probe, alone=alone)
+        elif kind == "release" and present[-1] & {which}:
+            present[-1].discard(which)
+            leaving = pods[which]
+            index.update(
+                leaving.node or "",
+                functools.partial(release, pod=leaving, gpu_groups=leaving.gpu_groups),
+            )
+        elif kind == "begin":
+            index.begin()
+            present.append(set(present[-1]))
+        elif kind in ("commit", "rollback") and len(present) > 1:
+            getattr(index, kind)()
+            undone = present.pop()
+            if kind == "commit":
+                present[-1] = undone
+        fresh = NodeIndex(
+            {name: cap.copy() for name, cap in index.capacity.items()},
+            PlacementStrategy.BINPACK,
+            fragmentation=measure,
+        )
+        for probe in _PROBES:
+            for placed_alone in (False, True):
+                assert index.find(probe, lambda _: True, placed_alone) == fresh.find(
+                    probe, lambda _: True, placed_alone
+                )
+    while present:
+        index.rollback()
+        present.pop()
+    assert index.capacity == original
+    assert capacity == original  # the caller's objects were copied before any change
