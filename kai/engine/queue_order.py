@@ -100,7 +100,20 @@ def dominant_resource_share(
     denominator is 0, holding anything costs allocated x 1000 instead of a division by zero.
     The result is never below 0 (victim ordering may pass negative allocations).
     """
-    return _dominant(_ratios(allocatable, total), _amounts(allocated))
+    return DominantShare(allocatable, total).of(allocated)
+
+
+class DominantShare:
+    """`dominant_resource_share` against one queue's allocatable share, worked out once:
+    the victim order asks for it at every re-rank of a queue while victims are taken."""
+
+    __slots__ = ("_inverses",)
+
+    def __init__(self, allocatable: Resources, total: Resources) -> None:
+        self._inverses = _ratios(allocatable, total)
+
+    def of(self, allocated: Resources) -> ShareRatio:
+        return _dominant(self._inverses, _amounts(allocated))
 
 
 Ratio = tuple[int, int]

@@ -32,7 +32,7 @@ from kai.engine.evictions.gangs import RunningGang, subgroup_members
 from kai.engine.evictions.options import Evicted, VictimOption
 from kai.engine.evictions.state import EvictionState
 from kai.engine.model import Pod
-from kai.engine.queue_order import dominant_resource_share, queue_order_key
+from kai.engine.queue_order import DominantShare, queue_order_key
 from kai.engine.resources import Resources
 
 GPU_UNITS = 100  # costs count hundredths of a GPU
@@ -104,7 +104,7 @@ class VictimOrder:
             self._link(leaf)
         self._taken: dict[str, Resources] = {}  # queue -> what the units so far take from it
         self._queue_keys: dict[str, QueueKey] = {}
-        self._static_keys: dict[str, tuple[QueueKey, Resources, Resources | None]] = {}
+        self._static_keys: dict[str, tuple[QueueKey, Resources, DominantShare | None]] = {}
         self._classes: dict[tuple[str, int], int] = {}
         self._units: list[VictimUnit] = []
         self._source = self._produce()
@@ -300,13 +300,13 @@ class VictimOrder:
                 key = queue_order_key(
                     current, state.inputs.queues[name], Resources(), state.inputs.total
                 )
-                static = self._static_keys[name] = (key, held, state.allocatable(name))
-        key, held, allocatable = static
+                dominant = DominantShare(state.allocatable(name), state.inputs.total)
+                static = self._static_keys[name] = (key, held, dominant)
+        key, held, dominant_share = static
         found: QueueKey = key
-        if allocatable is not None:
+        if dominant_share is not None:
             victims = self._taken.get(name, Resources()) + self._next_job(name)
-            drs = dominant_resource_share(held - victims, allocatable, state.inputs.total)
-            found = (*key[:4], drs, *key[5:])
+            found = (*key[:4], dominant_share.of(held - victims), *key[5:])
         self._queue_keys[name] = found
         return found
 
