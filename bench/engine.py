@@ -148,6 +148,7 @@ def measure(
         "gpuRatio": round(float(engine / greedy), 4) if greedy else None,
         "answers": dict(Counter(c.report.answer for c in cycles)),
         "greedyKeptOnTie": sum(c.report.greedy_kept_on_tie for c in cycles),
+        "greedyKeptLessStranded": sum(c.report.greedy_kept_less_stranded for c in cycles),
         "solverStatuses": dict(Counter(c.report.status for c in cycles)),
         "runningPods": sum(1 for p in snapshot.pods if p.phase is PodPhase.BOUND),
         "freeGpus": _number(free_gpus),

@@ -244,6 +244,7 @@ class Run:
     statuses: Counter[str] = field(default_factory=Counter)  # the solver's, per cycle
     answers: Counter[str] = field(default_factory=Counter)  # whose answer each cycle used
     ties: int = 0  # cycles whose solver answer was as good as greedy's, which was kept
+    less_stranded: int = 0  # cycles whose better solver answer stranded more: greedy's kept
     cut_short: Counter[str] = field(default_factory=Counter)  # eviction searches out of budget
     seconds: float = 0.0
     final: Snapshot | None = None  # the cluster after the last cycle: the bound pods only
@@ -301,6 +302,7 @@ def _record(run: Run, result: CycleResult, held: Mapping[str, int], seconds: flo
     run.cycle_seconds.append(seconds)
     run.answers[report.answer] += 1
     run.ties += report.greedy_kept_on_tie
+    run.less_stranded += report.greedy_kept_less_stranded
     run.statuses[report.status] += 1
     run.moved += len(result.evictions)
     if result.eviction_report is not None:
@@ -488,6 +490,7 @@ def _seed_document(seed: int, arrived: int, kai: Run, greedy: Run, cluster_gpus:
         "cycles": len(kai.cycle_seconds),
         "answers": dict(kai.answers),
         "greedyKeptOnTie": kai.ties,
+        "greedyKeptLessStranded": kai.less_stranded,
         "solverStatuses": dict(kai.statuses),
         "cycleSeconds": summarize(kai.cycle_seconds),
         "greedyCycleSeconds": summarize(greedy.cycle_seconds),

@@ -1,9 +1,12 @@
 """Between two answers as good in KAI's order, GPUs and pods, the greedy pass's is kept,
 whatever either leaves free: the solver's answer replaces KAI's placements only when it
-places more. Ties used to go to the answer leaving the free GPUs less fragmented, and on
-the openb trace in batches of 100 that put kai below its own greedy pass on two seeds."""
+places more, and under bin-packing strands no more of the free GPUs. Ties used to go to
+the answer leaving the free GPUs less fragmented, and on the openb trace in batches of
+100 that put kai below its own greedy pass on two seeds."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from kai.engine.cycle import _verdict
 from kai.engine.greedy import AllocationOutcome, PodPlacement
@@ -32,12 +35,29 @@ def test_a_tie_keeps_the_greedy_answer_whichever_of_the_two_it_is() -> None:
         assert verdict.tie and not verdict.use_solver
 
 
-def test_an_answer_better_in_kais_order_wins_however_it_leaves_the_devices() -> None:
+def test_an_answer_better_in_kais_order_wins_where_no_measure_is_given() -> None:
     only_a = _outcome((A, "n1"))
     better = _verdict(APART, only_a, 40_000, {})
     assert better.use_solver and not better.tie
     worse = _verdict(only_a, APART, 40_000, {})
     assert not worse.use_solver and not worse.tie
+
+
+def test_an_answer_better_in_kais_order_must_strand_no_more_than_greedys() -> None:
+    """Under bin-packing the answer that places more is used only if the free GPUs it
+    leaves are no more stranded (by the fragmentation measure) than greedy's."""
+    only_a = _outcome((A, "n1"))
+
+    def stranded_by(amounts: dict[int, float]) -> Callable[[AllocationOutcome], float]:
+        return lambda outcome: amounts[id(outcome)]
+
+    strands_more = stranded_by({id(APART): 3.5, id(only_a): 3.0})
+    assert not _verdict(APART, only_a, 40_000, {}, strands_more).use_solver
+    strands_as_much = stranded_by({id(APART): 3.0, id(only_a): 3.0})
+    assert _verdict(APART, only_a, 40_000, {}, strands_as_much).use_solver
+    # the measure never makes a worse answer win
+    strands_less = stranded_by({id(APART): 3.0, id(only_a): 1.0})
+    assert not _verdict(only_a, APART, 40_000, {}, strands_less).use_solver
 
 
 def test_more_gpus_in_the_same_order_win() -> None:

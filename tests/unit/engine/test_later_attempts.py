@@ -33,14 +33,16 @@ def test_a_satisfied_later_attempt_is_not_traded_for_two_after_it(
     seen: list[tuple[tuple[bool, ...], tuple[bool, ...]]] = []
     real_verdict = cycle._verdict
 
-    def recording(candidate: Any, baseline: Any, memory_mib: int, elastic_of: Any) -> Any:
+    def recording(
+        candidate: Any, baseline: Any, memory_mib: int, elastic_of: Any, *rest: Any
+    ) -> Any:
         seen.append(
             (
                 candidate.accepted_in_order(baseline.offers, elastic_of),
                 baseline.accepted_in_order(baseline.offers, elastic_of),
             )
         )
-        return real_verdict(candidate, baseline, memory_mib, elastic_of)
+        return real_verdict(candidate, baseline, memory_mib, elastic_of, *rest)
 
     monkeypatch.setattr(cycle, "_verdict", recording)
     result = cycle.run_cycle(snapshot([node("n", gpus=2)], pods, groups, [queue("q")]), CONFIG)
