@@ -114,3 +114,26 @@ def priority_cluster() -> Snapshot:
     ]
     team = dataclasses.replace(queue("team", gpu_quota=8), preempt_min_runtime_seconds=600.0)
     return snapshot([node("n0", gpus=6), node("n1", gpus=3)], pods, groups, [team])
+
+
+def fragmented() -> Snapshot:
+    """n0: a, b (1 GPU, priority 10) and c (2, priority 40); n1: d (2, priority 20), e, f (1, 40).
+
+    KAI's order takes b, a, d (lowest priorities first, newest first), then f and e (priority
+    40, newest first), and only then does a node have the 4 GPUs the urgent pod needs. The
+    greedy search trims that to d, e, f (dropping the largest and latest first); evicting a,
+    b and c frees n0 with as few GPUs and pods and takes less from priority 40.
+    """
+    running = {
+        "a": ("n0", 1, 10),
+        "b": ("n0", 1, 10),
+        "c": ("n0", 2, 40),
+        "d": ("n1", 2, 20),
+        "e": ("n1", 1, 40),
+        "f": ("n1", 1, 40),
+    }
+    pods = [pod(name, name, gpus, node_name=where) for name, (where, gpus, _) in running.items()]
+    groups = [group(name, "team", priority=priority) for name, (_, _, priority) in running.items()]
+    pods.append(pod("urgent-0", "urgent", 4))
+    groups.append(group("urgent", "team", priority=75))
+    return snapshot([node("n0", gpus=4), node("n1", gpus=4)], pods, groups, [queue("team")])

@@ -24,8 +24,8 @@ from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.rules import victim_options
 from kai.engine.evictions.scenario import Scenario
 from kai.engine.evictions.state import EvictionState
-from kai.engine.model import Snapshot
-from tests.unit.engine.builders import group, node, pod, queue, snapshot
+from tests.unit.engine.builders import pod
+from tests.unit.evictions.clusters import fragmented
 from tests.unit.evictions.helpers import eviction_state, preemptor
 
 _PROBES = (
@@ -34,23 +34,6 @@ _PROBES = (
     pod("probe-4", "probe", gpus=4),
     pod("probe-half", "probe", portion=Fraction(1, 2)),
 )
-
-
-def _cluster() -> Snapshot:
-    """n0 runs a, b (1 GPU each, priority 10) and c (2, 40); n1 runs d (2, 20) and e (1, 40).
-    urgent (4 GPUs, priority 75) and weak (1 GPU, 30) wait: urgent needs a whole node."""
-    running = {
-        "a": ("n0", 1, 10),
-        "b": ("n0", 1, 10),
-        "c": ("n0", 2, 40),
-        "d": ("n1", 2, 20),
-        "e": ("n1", 1, 40),
-    }
-    pods = [pod(name, name, gpus, node_name=where) for name, (where, gpus, _) in running.items()]
-    groups = [group(name, "team", priority=priority) for name, (_, _, priority) in running.items()]
-    pods += [pod("urgent-0", "urgent", 4), pod("weak-0", "weak", 1)]
-    groups += [group("urgent", "team", priority=75), group("weak", "team", priority=30)]
-    return snapshot([node("n0", gpus=4), node("n1", gpus=4)], pods, groups, [queue("team")])
 
 
 def _decision(state: EvictionState, who: Preemptor, scenario: Scenario) -> EvictionDecision:
@@ -79,7 +62,7 @@ def _finds_as_a_fresh_index(state: EvictionState) -> None:
 
 
 def test_checks_leave_the_index_as_the_room_and_a_commit_changes_both() -> None:
-    state = eviction_state(_cluster())
+    state = eviction_state(fragmented())  # urgent (4 GPUs) waits on a full cluster
     state.next_cycle_index()  # built before any decision, as the first check builds it
     who = preemptor(state, "ns/urgent")
     scenario = greedy_search(

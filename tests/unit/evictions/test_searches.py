@@ -12,32 +12,9 @@ from kai.engine.evictions.rules import victim_options
 from kai.engine.evictions.scenario import Scenario
 from kai.engine.evictions.victim_model import cp_sat_search
 from kai.engine.evictions.victim_order import VictimOrder
-from kai.engine.model import Snapshot
 from tests.unit.engine.builders import group, node, pod, queue, snapshot
+from tests.unit.evictions.clusters import fragmented
 from tests.unit.evictions.helpers import eviction_state, preemptor
-
-
-def fragmented() -> Snapshot:
-    """n0: a, b (1 GPU, priority 10) and c (2, priority 40); n1: d (2, priority 20), e, f (1, 40).
-
-    KAI's order takes b, a, d (lowest priorities first, newest first), then f and e (priority
-    40, newest first), and only then does a node have the 4 GPUs the urgent pod needs. The
-    greedy search trims that to d, e, f (dropping the largest and latest first); evicting a,
-    b and c frees n0 with as few GPUs and pods and takes less from priority 40.
-    """
-    running = {
-        "a": ("n0", 1, 10),
-        "b": ("n0", 1, 10),
-        "c": ("n0", 2, 40),
-        "d": ("n1", 2, 20),
-        "e": ("n1", 1, 40),
-        "f": ("n1", 1, 40),
-    }
-    pods = [pod(name, name, gpus, node_name=where) for name, (where, gpus, _) in running.items()]
-    groups = [group(name, "team", priority=priority) for name, (_, _, priority) in running.items()]
-    pods.append(pod("urgent-0", "urgent", 4))
-    groups.append(group("urgent", "team", priority=75))
-    return snapshot([node("n0", gpus=4), node("n1", gpus=4)], pods, groups, [queue("team")])
 
 
 def evicted(scenario: Scenario | None) -> list[str]:
