@@ -314,8 +314,9 @@ class EngineConfig:
     solver_workers: int = 2
     random_seed: int = 0
     isolate_solver: bool = False
-    """Solve the allocation model in a forked child (kai.engine.solver.isolated), so that an
-    OR-Tools abort costs the answer and not the process; `kai run` does."""
+    """Run OR-Tools in forked children (kai.engine.solver.isolated): each stage of the
+    allocation model, and the eviction actions with their victim models, so that an
+    OR-Tools abort costs that answer and not the process; `kai run` does."""
     evictions: EvictionConfig = EvictionConfig()
 
     @property
