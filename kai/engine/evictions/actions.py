@@ -68,7 +68,7 @@ run took under 3 s at 5,000 nodes, with victim models sharing half a second."""
 class EvictionReport:
     cp_sat_answers: int  # committed decisions whose victims the CP-SAT model chose
     greedy_answers: int
-    solver_seconds: float
+    solver_seconds: float  # the victim models' deterministic time, in budgeted seconds
     validator_violations: int  # answers the audit rejected (each one is an engine bug)
     work: int  # nodes looked at by the searches
     cut_short: tuple[str, ...]  # actions that ran out of budget; their other gangs wait
@@ -352,7 +352,7 @@ def _choose(
     order = VictimOrder(state, options, moves=action is Action.CONSOLIDATE)
     greedy = greedy_search(state, action, preemptor, options, budget, order)
     answer = cp_sat_search(state, action, preemptor, options, order, greedy, budget, models_left)
-    budget.solver_spent += answer.wall_seconds
+    budget.solver_spent += answer.work_seconds
     found = [s for s in (answer.scenario, greedy) if s is not None]
     return sorted(found, key=lambda s: (order.disruption(s.evicted), s.answer != "cp-sat"))
 

@@ -2,10 +2,12 @@
 
 A cycle must finish in about a second even when thousands of gangs wait and
 hundreds of them could in principle trigger an eviction. The CP-SAT models are
-bounded by solver time (reported by the solver itself) and, for building them, by
-their size; KAI's greedy search by work units, one per node looked at. Counted work
-makes the bound deterministic: the same snapshot is searched the same way on any
-machine. Once models are out of budget the action goes on with the greedy search
+bounded by solver time, counted in the solver's deterministic time (the wall clock is
+only a backstop), and, for building them, by their size; KAI's greedy search by work
+units, one per node looked at. Counted work makes the bound deterministic: the same
+snapshot is searched the same way on any machine, loaded or not. (Counted in wall
+time, a 500-node cycle under two CPU hogs evicted 20-35 pods where a quiet machine
+evicted 54.) Once models are out of budget the action goes on with the greedy search
 alone; once that is out of budget too, the gangs left wait for the next cycle, as
 in KAI, whose search is bounded by time budgets instead (kai-semantics §8.6).
 """
