@@ -314,7 +314,7 @@ class EngineConfig:
     solver_workers: int = 2
     random_seed: int = 0
     isolate_solver: bool = False
-    """Run OR-Tools in forked children (kai.engine.solver.isolated): each stage of the
+    """Run OR-Tools in forked children (kai.engine.forked): each stage of the
     allocation model, and the eviction actions with their victim models, so that an
     OR-Tools abort costs that answer and not the process; `kai run` does."""
     evictions: EvictionConfig = EvictionConfig()

@@ -47,6 +47,7 @@ from kai.engine.evictions.stamps import cycle_stamps
 from kai.engine.evictions.state import EvictionInputs, EvictionState
 from kai.engine.evictions.topology_seats import seat_preemptor
 from kai.engine.evictions.victim_order import VictimOrder
+from kai.engine.forked import call_in_child
 from kai.engine.gangs import GangRequest
 from kai.engine.job_order import ordered_gangs
 from kai.engine.model import EngineConfig, Placement, PodPhase
@@ -102,25 +103,26 @@ def run_evictions(inputs: EvictionInputs) -> EvictionOutcome:
     """The eviction actions' decisions for this cycle.
 
     With `EngineConfig.isolate_solver`, when victim models may be built, the actions run in
-    a forked child (`kai.engine.solver.isolated`): an OR-Tools abort in a model then ends
+    a forked child (`kai.engine.forked`): an OR-Tools abort in a model then ends
     the child, not the scheduler, and the actions run again here without models, on the
     greedy victim search's answers alone.
     """
     if inputs.config.isolate_solver and _may_model(inputs):
-        # Imported here: it brings OR-Tools, which a cycle without victim models never needs.
-        from kai.engine.solver.isolated import call_in_child
-
         found = call_in_child(
             lambda: pickle.dumps(_run_evictions(inputs)), EVICTIONS_ANSWER_SECONDS
         )
         if found is not None:
             outcome: EvictionOutcome = pickle.loads(found)  # written by our own child
             return outcome
-        greedy_only = dataclasses.replace(inputs.config.evictions, time_limit_seconds=0.0)
-        inputs = dataclasses.replace(
-            inputs, config=dataclasses.replace(inputs.config, evictions=greedy_only)
-        )
+        inputs = _without_models(inputs)
     return _run_evictions(inputs)
+
+
+def _without_models(inputs: EvictionInputs) -> EvictionInputs:
+    """The same inputs with no solver time for victim models: the greedy search alone."""
+    config = inputs.config
+    greedy_only = dataclasses.replace(config.evictions, time_limit_seconds=0.0)
+    return dataclasses.replace(inputs, config=dataclasses.replace(config, evictions=greedy_only))
 
 
 def _solver_seconds(config: EngineConfig) -> float:
