@@ -49,6 +49,7 @@ from kai.engine.model import EngineConfig, PodPhase, Snapshot
 
 MATRIX = ((100, 1000), (500, 5000), (1000, 10000), (5000, 50000))
 TARGET_CYCLE_SECONDS = 1.0  # issue 3: 1,000 nodes / 10,000 pending pods, on this machine
+TARGET_LARGE_CYCLE_SECONDS = 5.0  # issue 15: 5,000 nodes / 50,000 pending pods
 TARGET_PEAK_RSS_BYTES = 2**30
 TARGET_STEADY_SECONDS = 0.020  # issue 15: 1 pending pod beside 8,000 running
 PROFILE_LINES = 30
@@ -159,10 +160,16 @@ def measure(
         "cpus": os.cpu_count(),
         "targetsMet": {
             "cycleMedianWithin1s": cycle_summary["median"] <= TARGET_CYCLE_SECONDS,
+            "cycleMedianWithinTarget": cycle_summary["median"] <= cycle_target(spec.nodes),
             "peakRssWithin1GiB": peak_rss <= TARGET_PEAK_RSS_BYTES,
             "engineNotBelowGreedy": engine >= greedy,
         },
     }
+
+
+def cycle_target(nodes: int) -> float:
+    """The cycle time the issues ask for at this size: 1 s up to 1,000 nodes, 5 s beyond."""
+    return TARGET_CYCLE_SECONDS if nodes <= 1000 else TARGET_LARGE_CYCLE_SECONDS
 
 
 def measure_steady(runs: int, time_limit: float, progress: Callable[[str], None]) -> Document:
@@ -280,8 +287,8 @@ def format_table(results: Sequence[Document]) -> str:
     for r in results:
         met = r["targetsMet"]
         lines.append(
-            f"{r['nodes']} nodes / {r['pods']} pods: cycle median <= {TARGET_CYCLE_SECONDS:g} s "
-            f"{_verdict(met['cycleMedianWithin1s'])}; peak RSS <= 1 GiB "
+            f"{r['nodes']} nodes / {r['pods']} pods: cycle median <= {cycle_target(r['nodes']):g} s "
+            f"{_verdict(met['cycleMedianWithinTarget'])}; peak RSS <= 1 GiB "
             f"{_verdict(met['peakRssWithin1GiB'])}; engine GPUs >= greedy "
             f"{_verdict(met['engineNotBelowGreedy'])} "
             f"(load average {r['loadAverage1m']} on {r['cpus']} CPUs)"

@@ -17,6 +17,7 @@ from fractions import Fraction
 from kai.engine.accounting import accounting_device_memory
 from kai.engine.budget import QueueBudget, Refusal, leaf_names
 from kai.engine.capacity import NodeCapacity
+from kai.engine.collector import collection_paused
 from kai.engine.eligibility import EligibilityIndex
 from kai.engine.evictions.actions import PIPELINED, EvictionReport, run_evictions
 from kai.engine.evictions.decisions import Eviction, GroupStamps, PipelinedPod
@@ -102,7 +103,14 @@ def run_cycle(
     snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | None = None
 ) -> CycleResult:
     """`memo`: what the caller's previous cycles derived from their snapshots' pods (the
-    same decisions with it or without; with it, a cycle costs about what changed)."""
+    same decisions with it or without; with it, a cycle costs about what changed).
+
+    The cyclic garbage collector waits until the cycle ends (`kai.engine.collector`)."""
+    with collection_paused():
+        return _run_cycle(snapshot, config, memo)
+
+
+def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | None) -> CycleResult:
     queues = {queue.name: queue for queue in snapshot.queues}
     memory_mib = accounting_device_memory(snapshot)
     memo = memo or SnapshotMemo()
