@@ -30,6 +30,7 @@ from kai.engine.greedy import AllocationOutcome, KaiOrder, allocate_in_kai_order
 from kai.engine.group_decision import GroupDecision
 from kai.engine.memo import SnapshotMemo
 from kai.engine.model import EngineConfig, PlacementStrategy, PodGroup, Snapshot
+from kai.engine.resources import exact_sum
 from kai.engine.topology import TopologyIndex
 from kai.engine.validator import ProposedBinding, validate, validate_after_evictions
 
@@ -348,9 +349,7 @@ def _proposed(outcome: AllocationOutcome) -> list[ProposedBinding]:
 
 
 def _gpus(outcome: AllocationOutcome, memory_mib: int) -> Fraction:
-    return sum(
-        (pod_resources(p.pod, memory_mib).gpu for p in outcome.placements.values()), Fraction(0)
-    )
+    return exact_sum(pod_resources(p.pod, memory_mib).gpu for p in outcome.placements.values())
 
 
 @dataclass(frozen=True)

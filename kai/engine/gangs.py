@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from kai.engine.model import Pod, PodGroup, PodPhase
-from kai.engine.resources import Resources
+from kai.engine.resources import Resources, ResourceSum
 from kai.engine.subgroups import choose
 
 _EPOCH = datetime(1970, 1, 1).astimezone()
@@ -46,8 +46,10 @@ class GangRequest:
         """The core's resources; fractional `gpu-memory` counted against the given device size."""
         total = self._core.get(gpu_memory_mib)
         if total is None:
-            total = sum((pod_resources(pod, gpu_memory_mib) for pod in self.core), Resources())
-            self._core[gpu_memory_mib] = total
+            summed = ResourceSum()
+            for pod in self.core:
+                summed.add(pod_resources(pod, gpu_memory_mib))
+            total = self._core[gpu_memory_mib] = summed.total()
         return total
 
 

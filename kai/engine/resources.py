@@ -7,7 +7,7 @@ the engine's everywhere: GPUs in devices, CPU in millicores, memory in bytes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
@@ -108,6 +108,16 @@ class ResourceSum:
     def total(self) -> Resources:
         gpu, cpu, memory = (_exact_total(parts) for parts in self._parts)
         return Resources(gpu, cpu, memory)
+
+
+def exact_sum(values: Iterable[Fraction]) -> Fraction:
+    """The sum of these amounts, as `ResourceSum` adds one component: a cycle sums every
+    placement's GPUs several times, and `sum` over Fractions was a tenth of a 5,000-node
+    greedy pass."""
+    parts: dict[int, int] = {}
+    for value in values:
+        parts[value.denominator] = parts.get(value.denominator, 0) + value.numerator
+    return _exact_total(parts)
 
 
 def _exact_total(parts: dict[int, int]) -> Fraction:

@@ -20,6 +20,7 @@ from kai.engine.gangs import GangRequest, pod_resources
 from kai.engine.greedy import AllocationOutcome, index_after
 from kai.engine.job_order import gang_order_key
 from kai.engine.model import EngineConfig, Queue
+from kai.engine.resources import exact_sum
 from kai.engine.solver.decode import decode
 from kai.engine.solver.isolated import solve_in_child
 from kai.engine.solver.model import AllocationModel, ModelInput
@@ -186,21 +187,22 @@ def gpu_upper_bound(
     the devices they take, so the free devices plus that surplus of the `gpu-memory` pods
     bound what can be placed.
     """
-    free = Fraction(0)
+    free: list[Fraction] = []
     largest = memory_mib
     for cap in capacity.values():
         if not cap.node.ready or cap.node.unschedulable:
             continue
         device = cap.node.gpu_memory_mib
-        shared = sum(Fraction(device - used, device) for used in cap.shared.values())
+        shared = exact_sum(Fraction(device - used, device) for used in cap.shared.values())
         if cap.whole_gpus > 0 or shared > 0:
-            free += cap.whole_gpus + shared
+            free += (Fraction(cap.whole_gpus), shared)
             largest = max(largest, device)
-    asked = by_memory = Fraction(0)
+    asked: list[Fraction] = []
+    by_memory: list[Fraction] = []
     for pod in (p for g in gangs for p in (*g.core, *g.elastic)):
         gpus = pod_resources(pod, memory_mib).gpu
-        asked += gpus
+        asked.append(gpus)
         if pod.gpu.memory_mib:
-            by_memory += gpus
-    surplus = by_memory * (1 - Fraction(memory_mib, largest))
-    return min(free + surplus, asked)
+            by_memory.append(gpus)
+    surplus = exact_sum(by_memory) * (1 - Fraction(memory_mib, largest))
+    return min(exact_sum(free) + surplus, exact_sum(asked))
