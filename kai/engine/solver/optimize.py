@@ -25,7 +25,13 @@ from kai.engine.solver.decode import decode
 from kai.engine.solver.isolated import solve_in_child
 from kai.engine.solver.model import AllocationModel, ModelInput
 from kai.engine.solver.shapes import NodeClass, Shape, build_classes, modelled, shape_of
-from kai.engine.solver.solve import add_greedy_hint, in_process, selection_of, solve
+from kai.engine.solver.solve import (
+    GREEDY_PROVED,
+    add_greedy_hint,
+    in_process,
+    selection_of,
+    solve,
+)
 from kai.engine.solver.topology_terms import (
     domain_choices,
     domain_key,
@@ -135,8 +141,11 @@ def optimize(
     if answer is None:
         return None
     bound = gpu_upper_bound(gangs, capacity, memory_mib)
-    if all(answer.value(var) == value for var, value in selection_of(allocation, greedy)):
-        # Greedy's own choice: decoded, it would be greedy's at best (a tie keeps greedy's).
+    if answer.status == GREEDY_PROVED or all(
+        answer.value(var) == value for var, value in selection_of(allocation, greedy)
+    ):
+        # Greedy's own choice, or proved as good where it counts most: decoded, the answer
+        # would be greedy's at best (a tie keeps greedy's).
         return Optimized(greedy, answer.status, bound)
     offered = set(greedy.offered)
     order = [*greedy.offered, *(g.key for g in modelled_gangs if g.key not in offered)]
