@@ -105,6 +105,10 @@ def solve(
         # answer, though the greedy hint it had checked was complete and feasible. Without
         # it every stage there is proved optimal; at 100 and 1,000 nodes nothing changes.
         params.find_big_linear_overlap = False
+        # One presolve pass, not three: the first stage is mostly presolve, which counts no
+        # deterministic time (0.40 s of wall at 5,000 nodes, 0.18 s with one pass, proved
+        # optimal either way).
+        params.max_presolve_iterations = 1
         objective = stage.objective()
         model.maximize(objective)
         hinted = _objective_at_hint(model) if position == 0 else None
