@@ -70,6 +70,19 @@ class Answer:
     status: str
 
 
+def _charged(status: int, deterministic_time: float, time_limit: float) -> float:
+    """The budgeted seconds a solve costs: its deterministic time when it ended the search
+    (OPTIMAL, INFEASIBLE), its whole limit when a limit cut it short. A search cut short
+    by the wall-clock backstop reports less deterministic time than one cut by its
+    deterministic limit (none at all when it was still loading), and that difference went
+    on into the budget of every later model: at 5,000 nodes under two CPU hogs a model
+    stopped UNKNOWN on the clock with 0.0 deterministic seconds, where a quiet machine's
+    stopped UNKNOWN on its limit with 0.0118, and the cycle evicted 42 pods against 44."""
+    if status in (cp_model.OPTIMAL, cp_model.INFEASIBLE):
+        return min(deterministic_time / _DETERMINISTIC_TIME_PER_SECOND, time_limit)
+    return time_limit
+
+
 def cp_sat_search(
     state: EvictionState,
     action: Action,
@@ -114,7 +127,7 @@ def cp_sat_search(
     params.cp_model_presolve = False
     status = solver.solve(built.model)
     name = solver.status_name(status)
-    work = solver.response_proto.deterministic_time / _DETERMINISTIC_TIME_PER_SECOND
+    work = _charged(status, solver.response_proto.deterministic_time, time_limit)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return Answer(None, work, name)
     return Answer(built.decode(solver), work, name)

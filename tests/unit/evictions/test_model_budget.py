@@ -16,6 +16,7 @@ from ortools.sat.python import cp_model
 
 from bench.synthetic_full import FullClusterSpec, full_cluster
 from kai.engine.cycle import run_cycle
+from kai.engine.evictions import victim_model
 from kai.engine.model import EngineConfig
 
 CONFIG = EngineConfig(time_limit_seconds=1.0, solver_workers=1)
@@ -39,3 +40,19 @@ def test_a_solver_reporting_ten_times_the_wall_time_decides_the_same(
     assert slowed.evictions == quick.evictions
     assert slowed.pipelined == quick.pipelined
     assert slowed.eviction_report == quick.eviction_report
+
+
+@pytest.mark.parametrize("status", [cp_model.UNKNOWN, cp_model.FEASIBLE])
+def test_a_search_cut_short_costs_its_whole_limit_however_far_it_got(status: int) -> None:
+    """Cut by the wall clock, a model reports less deterministic time than cut by its own
+    limit (none while still loading); charged as reported, that difference changed the
+    budget of every later model (5,000 nodes under two CPU hogs: 42 pods evicted, not 44)."""
+    on_the_clock = victim_model._charged(status, 0.0, 0.02)
+    on_its_limit = victim_model._charged(status, 0.0118, 0.02)
+    assert on_the_clock == on_its_limit == 0.02
+
+
+@pytest.mark.parametrize("status", [cp_model.OPTIMAL, cp_model.INFEASIBLE])
+def test_a_finished_search_costs_its_deterministic_time(status: int) -> None:
+    assert victim_model._charged(status, 0.004, 0.02) == pytest.approx(0.008)
+    assert victim_model._charged(status, 0.5, 0.02) == 0.02  # never more than its limit
