@@ -70,7 +70,9 @@ class Answer:
     status: str
 
 
-def _charged(status: int, deterministic_time: float, time_limit: float) -> float:
+def _charged(
+    status: cp_model.CpSolverStatus, deterministic_time: float, time_limit: float
+) -> float:
     """The budgeted seconds a solve costs: its deterministic time when it ended the search
     (OPTIMAL, INFEASIBLE), its whole limit when a limit cut it short. A search cut short
     by the wall-clock backstop reports less deterministic time than one cut by its
