@@ -20,15 +20,9 @@ from kai.engine.model import EngineConfig
 from kai.engine.solver import optimize
 from kai.engine.solver.lexicographic import Tier, stages
 from kai.engine.solver.solve import GREEDY_PROVED, in_process, solve
+from tests.unit.engine.staged import Staged
 
 HIGH = 2**40  # two tiers this wide cannot share a stage
-
-
-class _Staged:
-    """Just what `solve` reads of an AllocationModel: the CP-SAT model and its tiers."""
-
-    def __init__(self, model: cp_model.CpModel, tiers: list[Tier]) -> None:
-        self.model, self.tiers = model, tiers
 
 
 class _Counted:
@@ -44,7 +38,7 @@ class _Counted:
         return in_process(model, parameters)
 
 
-def _two_stages(first_hint: int | None) -> tuple[_Staged, cp_model.IntVar, cp_model.IntVar]:
+def _two_stages(first_hint: int | None) -> tuple[Staged, cp_model.IntVar, cp_model.IntVar]:
     """`first` at most 5, `second` at most 7; both hinted unless `first_hint` is None."""
     model = cp_model.CpModel()
     first = model.new_int_var(0, HIGH, "first")
@@ -56,7 +50,7 @@ def _two_stages(first_hint: int | None) -> tuple[_Staged, cp_model.IntVar, cp_mo
     if first_hint is not None:
         model.add_hint(first, first_hint)
     model.add_hint(second, 0)
-    return _Staged(model, tiers), first, second
+    return Staged(model, tiers), first, second
 
 
 def test_a_first_stage_proved_at_the_hints_value_ends_the_solve() -> None:

@@ -6,6 +6,7 @@ from ortools.sat.python import cp_model
 
 from kai.engine.solver.lexicographic import Tier, stages
 from kai.engine.solver.solve import solve
+from tests.unit.engine.staged import Staged
 
 
 def test_small_tiers_fold_into_one_stage_and_large_ones_split() -> None:
@@ -27,13 +28,6 @@ def test_one_unit_of_a_higher_tier_beats_everything_below() -> None:
     assert (solver.value(x), solver.value(y)) == (1, 0)
 
 
-class _Staged:
-    """Just what `solve` reads of an AllocationModel: the CP-SAT model and its tiers."""
-
-    def __init__(self, model: cp_model.CpModel, tiers: list[Tier]) -> None:
-        self.model, self.tiers = model, tiers
-
-
 def test_a_stage_is_fixed_at_its_exact_integer_optimum_above_two_to_the_53() -> None:
     # 2**60 - 1 has no exact float: fixing the first stage at the solver's float objective
     # (2**60) would make the second stage infeasible and leave its tier unoptimised.
@@ -43,7 +37,7 @@ def test_a_stage_is_fixed_at_its_exact_integer_optimum_above_two_to_the_53() -> 
     model.add(x <= 2**60 - 1)
     tiers = [Tier("x", x, 2**60), Tier("y", y, 1)]
     assert len(stages(tiers)) == 2
-    answer = solve(_Staged(model, tiers), 2.0, 1, 0)  # type: ignore[arg-type]
+    answer = solve(Staged(model, tiers), 2.0, 1, 0)  # type: ignore[arg-type]
     assert answer is not None
     assert (answer.stages_solved, answer.stages_planned) == (2, 2)
     assert (answer.value(x), answer.value(y)) == (2**60 - 1, 1)
@@ -56,7 +50,7 @@ def test_every_stage_is_solved_within_the_cycle_limit() -> None:
         v = model.new_int_var(0, 2**40, f"v{i}")
         model.add(v <= 2**40 - i)
         tiers.append(Tier(f"v{i}", v, 2**40))
-    answer = solve(_Staged(model, tiers), 1.0, 1, 0)  # type: ignore[arg-type]
+    answer = solve(Staged(model, tiers), 1.0, 1, 0)  # type: ignore[arg-type]
     assert answer is not None
     assert answer.stages_solved == answer.stages_planned == 5
     assert [answer.value(t.expr) for t in tiers] == [2**40 - i for i in range(5)]  # type: ignore[arg-type]
