@@ -150,14 +150,16 @@ def _objective_at_hint(model: cp_model.CpModel) -> int | None:
 
 
 def _objective_at(model: cp_model.CpModel, value_of: Callable[[int], int | None]) -> int | None:
+    """The objective's terms summed as Python ints: folded stages pass 2**53, where floats
+    round (the offset, a float and the same for any assignment, is left out)."""
     objective = model.proto.objective
-    total = objective.offset
+    total = 0
     for ref, coefficient in zip(objective.vars, objective.coeffs, strict=True):
         value = value_of(ref if ref >= 0 else -ref - 1)
         if value is None:
             return None
         total += coefficient * (value if ref >= 0 else 1 - value)
-    return int(total)
+    return total
 
 
 def _proved_no_better(

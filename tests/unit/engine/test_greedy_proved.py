@@ -96,3 +96,21 @@ def test_a_cycle_whose_greedy_answer_the_first_stage_proves_keeps_it_after_one_s
     assert result.report.answer == "greedy"
     greedy_only = run_cycle(snapshot, EngineConfig(time_limit_seconds=0.0))
     assert result.bindings == greedy_only.bindings
+
+
+def test_an_optimum_one_above_the_hint_beyond_float_precision_is_not_taken_for_a_proof() -> None:
+    # Folded stage objectives pass 2**53; as floats, 2**60 - 2 and 2**60 - 1 are equal.
+    model = cp_model.CpModel()
+    first = model.new_int_var(0, 2**60, "first")
+    second = model.new_int_var(0, 1, "second")
+    model.add(first <= 2**60 - 1)
+    tiers = [Tier("first", first, 2**60), Tier("second", second, 1)]
+    assert len(stages(tiers)) == 2
+    model.add_hint(first, 2**60 - 2)
+    model.add_hint(second, 0)
+    counted = _Counted()
+    answer = solve(Staged(model, tiers), 2.0, 1, 0, counted)  # type: ignore[arg-type]
+    assert answer is not None
+    assert answer.status != GREEDY_PROVED
+    assert counted.stages == 2
+    assert (answer.value(first), answer.value(second)) == (2**60 - 1, 1)
