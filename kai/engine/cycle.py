@@ -13,26 +13,47 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from kai.engine.accounting import accounting_device_memory
 from kai.engine.budget import QueueBudget, Refusal, leaf_names
 from kai.engine.capacity import NodeCapacity
 from kai.engine.collector import collection_paused
 from kai.engine.eligibility import EligibilityIndex
-from kai.engine.evictions.actions import PIPELINED, EvictionReport, run_evictions
+from kai.engine.evictions.actions import (
+    PIPELINED,
+    EvictionReport,
+    EvictionsUnderway,
+    run_evictions,
+)
 from kai.engine.evictions.decisions import Eviction, GroupStamps, PipelinedPod
 from kai.engine.evictions.state import EvictionInputs, SnapshotIndex
 from kai.engine.explain import PendingExplainer, explain_incomplete
 from kai.engine.fairshare import QueueShare, compute_fair_shares
 from kai.engine.fragmentation import Fragmentation
 from kai.engine.gangs import GangRequest, build_gang_requests, pod_resources
-from kai.engine.greedy import AllocationOutcome, KaiOrder, allocate_in_kai_order, index_after
+from kai.engine.greedy import (
+    AllocationOutcome,
+    KaiOrder,
+    PodPlacement,
+    allocate_in_kai_order,
+    index_after,
+)
 from kai.engine.group_decision import GroupDecision
 from kai.engine.memo import SnapshotMemo
-from kai.engine.model import EngineConfig, PlacementStrategy, PodGroup, Snapshot
+from kai.engine.model import (
+    EngineConfig,
+    PlacementStrategy,
+    PodGroup,
+    Queue,
+    Snapshot,
+)
 from kai.engine.resources import exact_sum
 from kai.engine.topology import TopologyIndex
 from kai.engine.validator import ProposedBinding, validate, validate_after_evictions
+
+if TYPE_CHECKING:  # OR-Tools is imported only when a cycle needs the solver (see `_solve`)
+    from kai.engine.solver.optimize import GreedyRunner
 
 LONE_POD = "lone-pod"
 """The solver's status when the cycle offers a single pod: the greedy pass's answer is the
@@ -176,56 +197,72 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
         raise EngineInvariantError(
             "greedy allocation failed validation: " + "; ".join(greedy_violations)
         )
-    chosen, answer, bound = greedy, "greedy", _gpus(greedy, memory_mib)
     elastic_of = {pod.key: request.key for request in placeable for pod in request.elastic}
     status = (
         _unsolved_status(placeable, greedy, elastic_of)
         if config.time_limit_seconds > 0
         else "not-run"
     )
-    kept_on_tie = kept_less_stranded = False
-    violations = 0
-    if status is None:
-        # Imported only when greedy left work for the solver: OR-Tools (with the pandas it
-        # pulls in) takes about a second to import, and a scheduler's first binds, which
-        # greedy usually places alone, should not wait for it (see `preload_solver`).
-        from kai.engine.solver.optimize import gpu_upper_bound, optimize
 
-        optimized = optimize(
-            placeable,
-            capacity,
-            queues,
-            binding_budget,
-            eligible_for,
-            greedy,
+    def evictions_on(placed: Mapping[str, PodPlacement]) -> EvictionInputs:
+        """The eviction actions' inputs once `placed` is the cycle's allocation."""
+        return EvictionInputs(
+            snapshot,
             config,
+            queues,
+            shares,
+            total,
+            budget,
+            placed,
+            [
+                request
+                for request in (*placeable, *refused)
+                if not any(pod.key in placed for pod in (*request.core, *request.elastic))
+            ],
+            eligible_for,
             memory_mib,
-            run_greedy,
+            fragmentation,
             topology,
+            SnapshotIndex(groups, facts.pods_of, facts.may_be_stale),
         )
-        if optimized is None:  # the solver found no answer at all within its time
-            status = NO_ANSWER
-            bound = max(gpu_upper_bound(placeable, capacity, memory_mib), bound)
-        else:
-            # the greedy answer itself when the solver chose as it did: validated above
-            found = (
-                []
-                if optimized.outcome is greedy
-                else validate(snapshot, _proposed(optimized.outcome))
-            )
-            violations = len(found)
-            status, bound = optimized.status, max(optimized.gpu_bound, _gpus(greedy, memory_mib))
-            verdict = _verdict(
-                optimized.outcome,
+
+    # With the solver isolated, the eviction actions start in their own child on greedy's
+    # answer while the solver works on the allocation; their outcome is used when the
+    # solver keeps greedy's answer, as at 500 nodes and more it did in every benchmark run.
+    ahead = (
+        EvictionsUnderway(evictions_on(greedy.placements))
+        if status is None and config.isolate_solver
+        else None
+    )
+    try:
+        solved = (
+            _Solved(greedy, "greedy", status, _gpus(greedy, memory_mib))
+            if status is not None
+            else _solve(
+                snapshot,
+                placeable,
+                capacity,
+                queues,
+                binding_budget,
+                eligible_for,
                 greedy,
+                config,
                 memory_mib,
+                run_greedy,
+                topology,
                 elastic_of,
-                None if fragmentation is None else _stranded(capacity, config, fragmentation),
+                fragmentation,
             )
-            if not found and verdict.use_solver:
-                chosen, answer = optimized.outcome, "cp-sat"
-            kept_on_tie = not found and verdict.tie
-            kept_less_stranded = not found and verdict.strands_more
+        )
+        chosen = solved.chosen
+        outcome = (
+            ahead.outcome()
+            if ahead is not None and chosen is greedy
+            else run_evictions(evictions_on(chosen.placements))
+        )
+    finally:
+        if ahead is not None:
+            ahead.stop()
 
     final_budget = binding_budget.copy()
     admitted = set(chosen.admitted)
@@ -253,36 +290,14 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
         for p in sorted(chosen.placements.values(), key=lambda p: p.pod.key)
     )
     report = SolverReport(
-        answer,
-        status,
+        solved.answer,
+        solved.status,
         _gpus(chosen, memory_mib),
         _gpus(greedy, memory_mib),
-        bound,
-        violations,
-        kept_on_tie,
-        kept_less_stranded,
-    )
-    placed = chosen.placements
-    outcome = run_evictions(
-        EvictionInputs(
-            snapshot,
-            config,
-            queues,
-            shares,
-            total,
-            budget,
-            placed,
-            [
-                request
-                for request in (*placeable, *refused)
-                if not any(pod.key in placed for pod in (*request.core, *request.elastic))
-            ],
-            eligible_for,
-            memory_mib,
-            fragmentation,
-            topology,
-            SnapshotIndex(groups, facts.pods_of, facts.may_be_stale),
-        )
+        solved.bound,
+        solved.violations,
+        solved.kept_on_tie,
+        solved.kept_less_stranded,
     )
     future_problems = validate_after_evictions(
         snapshot,
@@ -309,6 +324,78 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
         outcome.report,
         tuple(greedy.offers),
         chosen.accepted_in_order(greedy.offers, elastic_of),
+    )
+
+
+@dataclass(frozen=True)
+class _Solved:
+    """The allocation the cycle keeps, and what the solver's report says of it."""
+
+    chosen: AllocationOutcome
+    answer: str  # "cp-sat" or "greedy"
+    status: str
+    bound: Fraction
+    violations: int = 0
+    kept_on_tie: bool = False
+    kept_less_stranded: bool = False
+
+
+def _solve(
+    snapshot: Snapshot,
+    placeable: list[GangRequest],
+    capacity: Mapping[str, NodeCapacity],
+    queues: Mapping[str, Queue],
+    binding_budget: QueueBudget,
+    eligible_for: EligibilityIndex,
+    greedy: AllocationOutcome,
+    config: EngineConfig,
+    memory_mib: int,
+    run_greedy: GreedyRunner,
+    topology: TopologyIndex | None,
+    elastic_of: Mapping[str, str],
+    fragmentation: Fragmentation | None,
+) -> _Solved:
+    """The CP-SAT model warm-started from the greedy answer; its answer is kept only when
+    it is valid and better (`_verdict`)."""
+    # Imported only when greedy left work for the solver: OR-Tools (with the pandas it
+    # pulls in) takes about a second to import, and a scheduler's first binds, which
+    # greedy usually places alone, should not wait for it (see `preload_solver`).
+    from kai.engine.solver.optimize import gpu_upper_bound, optimize
+
+    greedy_gpus = _gpus(greedy, memory_mib)
+    optimized = optimize(
+        placeable,
+        capacity,
+        queues,
+        binding_budget,
+        eligible_for,
+        greedy,
+        config,
+        memory_mib,
+        run_greedy,
+        topology,
+    )
+    if optimized is None:  # the solver found no answer at all within its time
+        bound = max(gpu_upper_bound(placeable, capacity, memory_mib), greedy_gpus)
+        return _Solved(greedy, "greedy", NO_ANSWER, bound)
+    # the greedy answer itself when the solver chose as it did: validated above
+    found = [] if optimized.outcome is greedy else validate(snapshot, _proposed(optimized.outcome))
+    verdict = _verdict(
+        optimized.outcome,
+        greedy,
+        memory_mib,
+        elastic_of,
+        None if fragmentation is None else _stranded(capacity, config, fragmentation),
+    )
+    use_solver = not found and verdict.use_solver
+    return _Solved(
+        optimized.outcome if use_solver else greedy,
+        "cp-sat" if use_solver else "greedy",
+        optimized.status,
+        max(optimized.gpu_bound, greedy_gpus),
+        len(found),
+        not found and verdict.tie,
+        not found and verdict.strands_more,
     )
 
 

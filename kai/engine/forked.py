@@ -34,26 +34,62 @@ def call_in_child(
 ) -> bytes | None:
     """What `work` returns, run in a forked child; None if the child died, failed or did
     not answer within `seconds`. `started`, when given, is told the child's pid."""
-    deadline = time.monotonic() + seconds
-    readable, writable = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        os.close(readable)
-        _work_and_exit(work, writable)
-    os.close(writable)
-    if started is not None:
-        started(pid)
-    try:
-        written = _read_until(readable, deadline)
-    finally:
-        os.close(readable)
-        if written is None:
+    return Child(work, seconds, started).answer()
+
+
+class Child:
+    """One piece of work running in a forked child while the parent goes on with its own.
+
+    The child starts at once. `answer` waits for what it writes (None as in
+    `call_in_child`), `stop` kills it when its answer is no longer wanted; either reaps it,
+    and a child is reaped once only, so the parent may call `stop` on every path out.
+    """
+
+    def __init__(
+        self,
+        work: Callable[[], bytes],
+        seconds: float,
+        started: Callable[[int], None] | None = None,
+    ) -> None:
+        self._deadline = time.monotonic() + seconds
+        readable, writable = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            os.close(readable)
+            _work_and_exit(work, writable)
+        os.close(writable)
+        self._pid: int | None = pid
+        self._readable = readable
+        if started is not None:
+            started(pid)
+
+    def answer(self) -> bytes | None:
+        if self._pid is None:
+            return None
+        written: bytes | None = None
+        try:
+            written = _read_until(self._readable, self._deadline)
+        finally:
+            status = self._end(kill=written is None)  # a child that wrote all is exiting
+        if written is None or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+            return None
+        return written
+
+    def stop(self) -> None:
+        """Kill the child (if it has not been reaped) and reap it: its answer is not wanted."""
+        if self._pid is not None:
+            self._end(kill=True)
+
+    def _end(self, kill: bool) -> int:
+        """Close the pipe, kill the child if asked, reap it: its exit status."""
+        pid, self._pid = self._pid, None
+        assert pid is not None
+        os.close(self._readable)
+        if kill:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
-    if written is None or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
-        return None
-    return written
+        return status
 
 
 def _work_and_exit(work: Callable[[], bytes], out: int) -> None:

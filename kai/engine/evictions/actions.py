@@ -47,7 +47,7 @@ from kai.engine.evictions.stamps import cycle_stamps
 from kai.engine.evictions.state import EvictionInputs, EvictionState
 from kai.engine.evictions.topology_seats import seat_preemptor
 from kai.engine.evictions.victim_order import VictimOrder
-from kai.engine.forked import call_in_child
+from kai.engine.forked import Child
 from kai.engine.gangs import GangRequest
 from kai.engine.job_order import ordered_gangs
 from kai.engine.model import EngineConfig, Placement, PodPhase
@@ -107,15 +107,39 @@ def run_evictions(inputs: EvictionInputs) -> EvictionOutcome:
     the child, not the scheduler, and the actions run again here without models, on the
     greedy victim search's answers alone.
     """
-    if inputs.config.isolate_solver and _may_model(inputs):
-        found = call_in_child(
-            lambda: pickle.dumps(_run_evictions(inputs)), EVICTIONS_ANSWER_SECONDS
-        )
-        if found is not None:
-            outcome: EvictionOutcome = pickle.loads(found)  # written by our own child
-            return outcome
-        inputs = _without_models(inputs)
-    return _run_evictions(inputs)
+    return EvictionsUnderway(inputs).outcome()
+
+
+class EvictionsUnderway:
+    """The eviction actions, started now and read later: the cycle starts them on the
+    greedy answer before the allocation solver runs, and reads them if the solver keeps
+    that answer (`kai.engine.cycle`).
+
+    In a forked child (see `run_evictions`) they run while the parent goes on; otherwise
+    they run when their outcome is first asked for. `stop` gives them up.
+    """
+
+    def __init__(self, inputs: EvictionInputs) -> None:
+        self._inputs = inputs
+        self._child: Child | None = None
+        if inputs.config.isolate_solver and _may_model(inputs):
+            self._child = Child(
+                lambda: pickle.dumps(_run_evictions(inputs)), EVICTIONS_ANSWER_SECONDS
+            )
+
+    def outcome(self) -> EvictionOutcome:
+        inputs = self._inputs
+        if self._child is not None:
+            found = self._child.answer()
+            if found is not None:
+                outcome: EvictionOutcome = pickle.loads(found)  # written by our own child
+                return outcome
+            inputs = _without_models(inputs)
+        return _run_evictions(inputs)
+
+    def stop(self) -> None:
+        if self._child is not None:
+            self._child.stop()
 
 
 def _without_models(inputs: EvictionInputs) -> EvictionInputs:
