@@ -11,6 +11,11 @@ size matrix of issue 3 with each size in its own process, so peak memory is per 
     python bench/engine.py --steady [--runs 5] [--json]
     python bench/engine.py --nodes 1000 --pods 10000 --runs 1 --profile cycle.prof
 
+The engine runs as `kai run` configures it: the solver isolated in forked children
+(`EngineConfig.isolate_solver`), where the eviction actions start beside the allocation
+solver. `--in-process` runs it as `kai simulate` does, everything in this process (the
+same decisions; `--profile` always profiles that way, as cProfile sees no children).
+
 `--steady` times the other end of a live cluster's life: one pending pod beside 8,000
 running on the openb trace's cluster (`bench/steady.py`), with the memo a live scheduler
 keeps from the cycle before and without it; `--all` runs it too.
@@ -68,12 +73,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         steady = _measure_in_subprocess(None, None, args)
         document: Document = {"bench": "engine", "matrix": results, "steadyState": steady}
     elif args.steady:
-        steady = measure_steady(args.runs, args.time_limit, _progress)
+        steady = measure_steady(args.runs, args.time_limit, _progress, not args.in_process)
         print(json.dumps(steady) if args.json else format_steady(steady))
         return 0
     else:
         spec = ClusterSpec(args.nodes, args.pods, args.seed)
-        results = [measure(spec, args.runs, args.time_limit, _progress)]
+        results = [measure(spec, args.runs, args.time_limit, _progress, not args.in_process)]
         document = results[0]
         if args.profile is not None:
             profile_cycle(spec, args.time_limit, args.profile)
@@ -87,17 +92,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def measure(
-    spec: ClusterSpec, runs: int, time_limit: float, progress: Callable[[str], None]
+    spec: ClusterSpec,
+    runs: int,
+    time_limit: float,
+    progress: Callable[[str], None],
+    isolated: bool = True,
 ) -> Document:
-    """Build the cluster, then time `runs` full cycles and `runs` greedy-only cycles, interleaved."""
+    """Build the cluster, then time `runs` full cycles and `runs` greedy-only cycles, interleaved.
+
+    `isolated`: the solver in forked children, as `kai run` runs it."""
     label = f"[{spec.nodes} nodes / {spec.pods} pods]"
     started = time.perf_counter()
     snapshot = synthetic_cluster(spec)
     generate_seconds = time.perf_counter() - started
     generated_rss = _peak_rss_bytes()
     progress(f"{label} generated in {generate_seconds:.2f} s")
-    full_config = EngineConfig(time_limit_seconds=time_limit)
-    greedy_config = EngineConfig(time_limit_seconds=0)
+    full_config = EngineConfig(time_limit_seconds=time_limit, isolate_solver=isolated)
+    greedy_config = EngineConfig(time_limit_seconds=0, isolate_solver=isolated)
     cycle_seconds: list[float] = []
     greedy_seconds: list[float] = []
     cycle_cpu: list[float] = []
@@ -134,6 +145,7 @@ def measure(
         "runs": runs,
         "seed": spec.seed,
         "timeLimitSeconds": time_limit,
+        "solverIsolated": isolated,
         "cycleSeconds": cycle_summary,
         "greedySeconds": summarize(greedy_seconds),
         "cycleCpuSeconds": summarize(cycle_cpu),
@@ -172,7 +184,9 @@ def cycle_target(nodes: int) -> float:
     return TARGET_CYCLE_SECONDS if nodes <= 1000 else TARGET_LARGE_CYCLE_SECONDS
 
 
-def measure_steady(runs: int, time_limit: float, progress: Callable[[str], None]) -> Document:
+def measure_steady(
+    runs: int, time_limit: float, progress: Callable[[str], None], isolated: bool = True
+) -> Document:
     """One pending pod beside `steady.RUNNING_TARGET` running, three ways interleaved: the
     full cycle with the memo a live scheduler keeps (brought to the cycle before, untimed),
     the greedy pass alone with it, and the full cycle without it (cold, every pod read)."""
@@ -183,8 +197,8 @@ def measure_steady(runs: int, time_limit: float, progress: Callable[[str], None]
     progress(
         f"[steady state] {running} running pods, filled in {time.perf_counter() - started:.1f} s"
     )
-    full_config = EngineConfig(time_limit_seconds=time_limit)
-    greedy_config = EngineConfig(time_limit_seconds=0)
+    full_config = EngineConfig(time_limit_seconds=time_limit, isolate_solver=isolated)
+    greedy_config = EngineConfig(time_limit_seconds=0, isolate_solver=isolated)
     memo = SnapshotMemo()
     seconds: dict[str, list[float]] = {"cycle": [], "greedy": [], "cold": []}
     answers: Counter[str] = Counter()
@@ -212,6 +226,7 @@ def measure_steady(runs: int, time_limit: float, progress: Callable[[str], None]
         "pendingPods": len(snapshot.pods) - running,
         "runs": runs,
         "timeLimitSeconds": time_limit,
+        "solverIsolated": isolated,
         "cycleSeconds": cycle_summary,
         "greedySeconds": summarize(seconds["greedy"]),
         "coldCycleSeconds": summarize(seconds["cold"]),
@@ -321,6 +336,7 @@ def _measure_in_subprocess(
         f"--runs={args.runs}",
         f"--seed={args.seed}",
         f"--time-limit={args.time_limit}",
+        *(["--in-process"] if args.in_process else []),
         "--json",
     ]
     completed = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
@@ -329,7 +345,12 @@ def _measure_in_subprocess(
 
 
 def _peak_rss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+    """The largest resident set of this process or of any child it forked and reaped."""
+    most = max(
+        resource.getrusage(who).ru_maxrss
+        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return most * 1024  # Linux reports KiB
 
 
 def _number(value: Fraction) -> float | int:
@@ -363,6 +384,11 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--time-limit", type=float, default=1.0, help="solver seconds per cycle")
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the solver in this process, as kai simulate does (default: isolated, as kai run)",
+    )
     parser.add_argument(
         "--profile",
         type=Path,
