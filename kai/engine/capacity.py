@@ -104,7 +104,24 @@ class NodeCapacity:
     def fits(self, pod: Pod) -> bool:
         if not self.fits_base(pod):
             return False
-        return not pod.gpu.is_fractional or self.shared_candidates(pod) is not None
+        return not pod.gpu.is_fractional or self._has_devices_for(pod)
+
+    def _has_devices_for(self, pod: Pod) -> bool:
+        """`shared_candidates(pod) is not None`, counted without ranking the devices: a
+        seating asks it of node after node, and the sort was most of a victim search."""
+        size = self.node.gpu_memory_mib
+        need = pod.gpu.memory_on(size)
+        if need > size:
+            return False
+        missing = pod.gpu.devices - self.whole_gpus
+        if missing <= 0:
+            return True
+        for used in self.shared.values():
+            if used + need <= size:
+                missing -= 1
+                if missing == 0:
+                    return True
+        return False
 
     def take(self, pod: Pod, groups: Iterable[str] | None = None) -> tuple[str, ...]:
         """Place the pod here and return the shared groups it sits on. The caller checked `fits`."""

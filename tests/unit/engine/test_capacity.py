@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -99,3 +100,27 @@ def test_a_group_id_is_the_uuid5_of_its_node_cycle_and_index() -> None:
     for node_name, index, cycle in (("n1", 0, ""), ("node-00042", 7, "2026-01-01T00:00:00+00:00")):
         expected = str(uuid.uuid5(GROUP_NAMESPACE, f"{node_name}:{cycle}:{index}"))
         assert new_group_id(node_name, index, cycle) == expected
+
+
+def test_a_fraction_fits_exactly_where_the_node_would_choose_devices_for_it() -> None:
+    """`fits` counts devices with room without ranking them; it must agree with the ranking."""
+    rng = random.Random(7)
+    for _ in range(300):
+        held = [
+            rng.choice((5_000, 10_000, 20_000, 30_000, 40_000)) for _ in range(rng.randint(0, 4))
+        ]
+        running = [
+            pod(f"r{i}", "g", memory_mib=mib, node_name="n1", gpu_groups=(f"dev-{i}",))
+            for i, mib in enumerate(held)
+        ]
+        whole = rng.randint(0, 2)
+        cap = initial_capacity(
+            [node("n1", gpus=len(held) + whole, gpu_memory_mib=40_000)], running
+        )["n1"]
+        ask = pod(
+            "p",
+            "g",
+            portion=Fraction(rng.choice((1, 2, 3, 4)), 4),
+            devices=rng.randint(1, 3),
+        )
+        assert cap.fits(ask) == (cap.shared_candidates(ask) is not None), (held, whole, ask.gpu)
