@@ -18,6 +18,7 @@ from fractions import Fraction
 from kai.engine.accounting import pods_by_group
 from kai.engine.budget import QueueBudget
 from kai.engine.capacity import NodeCapacity, initial_capacity
+from kai.engine.eligibility import EligibilityIndex
 from kai.engine.evictions.decisions import Eviction, EvictionDecision, PipelinedPod
 from kai.engine.evictions.gangs import RunningGang, running_gangs
 from kai.engine.evictions.preemptors import Preemptor
@@ -45,7 +46,7 @@ class EvictionInputs:
     ledger: QueueBudget  # queue usage before this cycle's bindings
     placements: Mapping[str, PodPlacement]  # this cycle's bindings
     unplaced: Sequence[GangRequest]  # gangs allocation left pending, each with pods to place
-    eligible_for: Callable[[Pod], Callable[[str], bool]]
+    eligible_for: EligibilityIndex
     memory_mib: int  # device memory a pending fractional request is accounted against
     fragmentation: Fragmentation | None = None  # the allocation's, so its look ahead agrees
     topology: TopologyIndex | None = None  # the cycle's Topologies, for constrained gangs

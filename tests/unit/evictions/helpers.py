@@ -9,7 +9,7 @@ from kai.engine.accounting import (
     queue_shares,
 )
 from kai.engine.budget import QueueBudget
-from kai.engine.eligibility import node_accepts
+from kai.engine.eligibility import EligibilityIndex
 from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.state import EvictionInputs, EvictionState
 from kai.engine.gangs import build_gang_requests
@@ -21,7 +21,6 @@ CONFIG = EngineConfig(time_limit_seconds=1.0, solver_workers=1)
 def eviction_state(snapshot: Snapshot, config: EngineConfig = CONFIG) -> EvictionState:
     """Nothing was bound this cycle: every pending gang is a would-be preemptor."""
     queues = {queue.name: queue for queue in snapshot.queues}
-    nodes = {node.name: node for node in snapshot.nodes}
     shares = queue_shares(snapshot)
     ledger = QueueBudget(
         queues,
@@ -39,7 +38,7 @@ def eviction_state(snapshot: Snapshot, config: EngineConfig = CONFIG) -> Evictio
             ledger,
             {},
             gangs,
-            lambda pod: lambda name: node_accepts(nodes[name], pod.placement),
+            EligibilityIndex(snapshot.nodes),
             accounting_device_memory(snapshot),
         )
     )
