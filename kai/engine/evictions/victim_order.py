@@ -180,11 +180,20 @@ class VictimOrder:
                 )
                 self._units.append(VictimUnit(option, pods, len(self._units), klass))
                 self._taken_pods[key].update(pod.key for pod in pods)
-                gone = {pod.key for pod in pods}
-                self._remaining[key] = tuple(p for p in self._remaining[key] if p.key not in gone)
-                amount = sum((self._state.usage[pod.key] for pod in pods), Resources())
-                if key in self._remaining_usage:
-                    self._remaining_usage[key] -= amount
+                if more:  # one surplus pod; the gang goes back with the rest
+                    amount = self._state.usage[pods[0].key]
+                    taken = pods[0].key
+                    self._remaining[key] = tuple(p for p in self._remaining[key] if p.key != taken)
+                    if key in self._remaining_usage:
+                        self._remaining_usage[key] -= amount
+                else:  # the rest of the gang, whose sum the queue order has usually asked for
+                    known = self._remaining_usage.pop(key, None)
+                    amount = (
+                        known
+                        if known is not None
+                        else sum((self._state.usage[pod.key] for pod in pods), Resources())
+                    )
+                    self._remaining[key] = ()
                 name: str | None = leaf
                 while name is not None:
                     self._taken[name] = self._taken.get(name, Resources()) + amount
