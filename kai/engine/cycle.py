@@ -43,6 +43,7 @@ from kai.engine.group_decision import GroupDecision
 from kai.engine.memo import SnapshotMemo
 from kai.engine.model import (
     EngineConfig,
+    Node,
     PlacementStrategy,
     PodGroup,
     Queue,
@@ -256,6 +257,29 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
             )
         )
         chosen = solved.chosen
+        # What follows from the allocation alone is worked out while the actions' child works.
+        bindings = _bindings_and_reasons(
+            chosen,
+            placeable,
+            decisions,
+            binding_budget,
+            groups,
+            capacity,
+            nodes,
+            config,
+            memory_mib,
+        )
+        report = SolverReport(
+            solved.answer,
+            solved.status,
+            _gpus(chosen, memory_mib),
+            _gpus(greedy, memory_mib),
+            solved.bound,
+            solved.violations,
+            solved.kept_on_tie,
+            solved.kept_less_stranded,
+        )
+        accepted = chosen.accepted_in_order(greedy.offers, elastic_of)
         outcome = (
             ahead.outcome()
             if ahead is not None and chosen is greedy
@@ -265,41 +289,6 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
         if ahead is not None:
             ahead.stop()
 
-    final_budget = binding_budget.copy()
-    admitted = set(chosen.admitted)
-    final_budget.add_many(
-        (groups[placement.pod.group], pod_resources(placement.pod, memory_mib))
-        for placement in chosen.placements.values()
-    )
-    explainer = PendingExplainer(
-        final_budget,
-        capacity,
-        lambda: index_after(capacity, config, chosen.placements.values()).capacity,
-        nodes,
-        memory_mib,
-    )
-    for request in placeable:
-        if request.key in admitted or not request.core or request.growth:
-            decisions[request.key] = GroupDecision(request.key, request.group.queue, True, None, "")
-        else:
-            refusal = explainer.explain(request, known=chosen.refusals.get(request.key))
-            decisions[request.key] = _pending(request.group, refusal)
-    bindings = tuple(
-        Binding(
-            p.pod.key, p.node, pod_resources(p.pod, nodes[p.node].gpu_memory_mib).gpu, p.gpu_groups
-        )
-        for p in sorted(chosen.placements.values(), key=lambda p: p.pod.key)
-    )
-    report = SolverReport(
-        solved.answer,
-        solved.status,
-        _gpus(chosen, memory_mib),
-        _gpus(greedy, memory_mib),
-        solved.bound,
-        solved.violations,
-        solved.kept_on_tie,
-        solved.kept_less_stranded,
-    )
     future_problems = validate_after_evictions(
         snapshot,
         _proposed(chosen),
@@ -324,7 +313,47 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
         outcome.stamps,
         outcome.report,
         tuple(greedy.offers),
-        chosen.accepted_in_order(greedy.offers, elastic_of),
+        accepted,
+    )
+
+
+def _bindings_and_reasons(
+    chosen: AllocationOutcome,
+    placeable: list[GangRequest],
+    decisions: dict[str, GroupDecision],
+    binding_budget: QueueBudget,
+    groups: Mapping[str, PodGroup],
+    capacity: Mapping[str, NodeCapacity],
+    nodes: Mapping[str, Node],
+    config: EngineConfig,
+    memory_mib: int,
+) -> tuple[Binding, ...]:
+    """The allocation's bindings; each gang it was offered goes into `decisions`, scheduled
+    or pending with its reason and numbers."""
+    final_budget = binding_budget.copy()
+    admitted = set(chosen.admitted)
+    final_budget.add_many(
+        (groups[placement.pod.group], pod_resources(placement.pod, memory_mib))
+        for placement in chosen.placements.values()
+    )
+    explainer = PendingExplainer(
+        final_budget,
+        capacity,
+        lambda: index_after(capacity, config, chosen.placements.values()).capacity,
+        nodes,
+        memory_mib,
+    )
+    for request in placeable:
+        if request.key in admitted or not request.core or request.growth:
+            decisions[request.key] = GroupDecision(request.key, request.group.queue, True, None, "")
+        else:
+            refusal = explainer.explain(request, known=chosen.refusals.get(request.key))
+            decisions[request.key] = _pending(request.group, refusal)
+    return tuple(
+        Binding(
+            p.pod.key, p.node, pod_resources(p.pod, nodes[p.node].gpu_memory_mib).gpu, p.gpu_groups
+        )
+        for p in sorted(chosen.placements.values(), key=lambda p: p.pod.key)
     )
 
 
