@@ -573,10 +573,8 @@ class _ShapeIndex:
     def __call__(self, pod: Pod) -> ShapeKey:
         nodes = self._nodes.get(pod.placement)
         if nodes is None:
-            allowed = self._state.inputs.eligible_for(pod)
-            nodes = self._nodes[pod.placement] = frozenset(
-                name for name in self._state.future if allowed(name)
-            )
+            eligible = self._state.inputs.eligible_for.nodes_for(pod)
+            nodes = self._nodes[pod.placement] = eligible.intersection(self._state.future)
         return (pod.gpu.whole, pod.cpu_millis, pod.memory_bytes, nodes)
 
 
