@@ -81,6 +81,47 @@ def release(cap: NodeCapacity, pod: Pod, gpu_groups: tuple[str, ...]) -> None:
             cap.whole_gpus += 1
 
 
+class RankedRoom:
+    """A room's nodes in seating order (`_rank`), worked out once for the many seatings tried
+    on overlays of it: on a busy cluster nearly every node has fewer idle GPUs than any
+    whole ask, and ranking every node for every seating was most of a victim search. The
+    owner of `base` changes a node there through `change`."""
+
+    def __init__(self, base: Mapping[str, NodeCapacity], spread: bool) -> None:
+        self.base, self.spread = base, spread
+        self.ranks = sorted(_rank(cap, name, spread) for name, cap in base.items())
+
+    def change(self, name: str, change: Callable[[NodeCapacity], object]) -> None:
+        """Apply `change` to the node in `base`, and move it to its new place in the order."""
+        cap = self.base[name]
+        del self.ranks[bisect.bisect_left(self.ranks, _rank(cap, name, self.spread))]
+        change(cap)
+        bisect.insort(self.ranks, _rank(cap, name, self.spread))
+
+    def order(self, room: Overlay, names: set[str], least: int) -> list[tuple[int, str]] | None:
+        """The ranks of `names` with at least `least` idle GPUs in `room`; None unless `room`
+        is an overlay of `base`."""
+        changed: set[str] = set()
+        layer: Mapping[str, NodeCapacity] = room
+        while isinstance(layer, Overlay):
+            changed.update(layer.changed)
+            layer = layer.base
+        if layer is not self.base:
+            return None
+        ranks = self.ranks
+        if self.spread:  # (-idle, name): the nodes with enough idle GPUs come first
+            enough = ranks[: bisect.bisect_left(ranks, (1 - least, ""))]
+        else:  # (idle, name): they come last
+            enough = ranks[bisect.bisect_left(ranks, (least, "")) :]
+        order = [rank for rank in enough if rank[1] in names and rank[1] not in changed]
+        for name in changed & names:
+            cap = room[name]
+            if cap.whole_gpus >= least:
+                order.append(_rank(cap, name, self.spread))
+        order.sort()
+        return order
+
+
 def seat_all(
     pods: Sequence[Pod],
     room: Overlay,
@@ -89,6 +130,7 @@ def seat_all(
     strategy: PlacementStrategy,
     meter: Meter | None = None,
     devices: Callable[[Pod, NodeCapacity], list[str] | None] | None = None,
+    ranked: RankedRoom | None = None,
 ) -> list[Seat] | None:
     """Seat every pod on `nodes` (largest pods first), or None; `room` is changed either way.
 
@@ -96,6 +138,7 @@ def seat_all(
     spread), so each pod takes the first node that fits instead of scanning them all.
     `devices` chooses a fractional pod's shared devices on a node (None: it does not fit
     there); by default the node's own choice (`NodeCapacity.shared_candidates`).
+    `ranked`: the ranking of the room `room` overlays, when the caller keeps one.
     Every node looked at is charged to `meter`.
     """
     spread = strategy is PlacementStrategy.SPREAD
@@ -104,10 +147,12 @@ def seat_all(
     # at the pod's ask, spreading stops there, and seating only lowers a node's count), so
     # it is looked at but not ranked: on a busy cluster that is most of them.
     least = min((pod.gpu.whole for pod in pods), default=0)
-    now = room.current()
-    order = sorted(
-        _rank(cap, name, spread) for name in names if (cap := now[name]).whole_gpus >= least
-    )
+    order = None if ranked is None else ranked.order(room, names, least)
+    if order is None:
+        now = room.current()
+        order = sorted(
+            _rank(cap, name, spread) for name in names if (cap := now[name]).whole_gpus >= least
+        )
     seats: list[Seat] = []
     visited = len(names)
     for pod in sorted(pods, key=_size_order):

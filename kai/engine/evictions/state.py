@@ -22,12 +22,20 @@ from kai.engine.eligibility import EligibilityIndex
 from kai.engine.evictions.decisions import Eviction, EvictionDecision, PipelinedPod
 from kai.engine.evictions.gangs import RunningGang, running_gangs
 from kai.engine.evictions.preemptors import Preemptor
-from kai.engine.evictions.room import Overlay, Seat, release
+from kai.engine.evictions.room import Overlay, RankedRoom, Seat, release
 from kai.engine.fairshare import QueueShare
 from kai.engine.fragmentation import Fragmentation
 from kai.engine.gangs import GangRequest, pod_resources
 from kai.engine.greedy import KaiOrder, PodPlacement
-from kai.engine.model import EngineConfig, Pod, PodGroup, PodPhase, Queue, Snapshot
+from kai.engine.model import (
+    EngineConfig,
+    PlacementStrategy,
+    Pod,
+    PodGroup,
+    PodPhase,
+    Queue,
+    Snapshot,
+)
 from kai.engine.node_index import NodeIndex
 from kai.engine.queue_order import allocatable_share
 from kai.engine.resources import Resources
@@ -96,6 +104,7 @@ class EvictionState:
     _usage: dict[str, Resources] | None = None
     _order: KaiOrder | None = None
     _next_cycle: NodeIndex | None = None
+    _ranked: RankedRoom | None = None
 
     @classmethod
     def start(cls, inputs: EvictionInputs) -> EvictionState:
@@ -306,4 +315,14 @@ class EvictionState:
         first: until it has changed a node it shares `future`'s object, which it copies."""
         if self._next_cycle is not None:
             self._next_cycle.update(node, change)
-        change(self.future[node])
+        if self._ranked is not None:
+            self._ranked.change(node, change)
+        else:
+            change(self.future[node])
+
+    def ranked_room(self) -> RankedRoom:
+        """The future room's nodes in seating order, for seatings on overlays of it."""
+        if self._ranked is None:
+            spread = self.config.placement_strategy is PlacementStrategy.SPREAD
+            self._ranked = RankedRoom(self.future, spread)
+        return self._ranked

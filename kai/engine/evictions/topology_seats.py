@@ -32,7 +32,15 @@ def seat_preemptor(
     topology = inputs.topology
     rules = topology.rules(preemptor.gang.group) if topology is not None else None
     if rules is None or not (rules.rules or rules.problem):
-        return seat_all(preemptor.pods, room, nodes, inputs.eligible_for, strategy, meter)
+        return seat_all(
+            preemptor.pods,
+            room,
+            nodes,
+            inputs.eligible_for,
+            strategy,
+            meter,
+            ranked=state.ranked_room(),
+        )
     if rules.problem is not None:
         return None
     assert topology is not None
@@ -47,7 +55,15 @@ def seat_preemptor(
         options = [candidate.nodes for candidate in found]
     for option in options:
         trial = Overlay(room)
-        seats = seat_all(preemptor.pods, trial, option, inputs.eligible_for, strategy, meter)
+        seats = seat_all(
+            preemptor.pods,
+            trial,
+            option,
+            inputs.eligible_for,
+            strategy,
+            meter,
+            ranked=state.ranked_room(),
+        )
         if seats is not None and satisfied(rules, running, [(pod, node) for pod, node, _ in seats]):
             room.changed.update(trial.changed)
             return seats
