@@ -19,7 +19,15 @@ from kai.engine.evictions.budget import SearchBudget
 from kai.engine.evictions.decisions import Action
 from kai.engine.evictions.options import Verdict, VictimOption
 from kai.engine.evictions.preemptors import Preemptor
-from kai.engine.evictions.room import Meter, Overlay, Seat, own_devices_first, release, seat_all
+from kai.engine.evictions.room import (
+    Meter,
+    Overlay,
+    RankedRoom,
+    Seat,
+    own_devices_first,
+    release,
+    seat_all,
+)
 from kai.engine.evictions.rules import check
 from kai.engine.evictions.scenario import Scenario
 from kai.engine.evictions.state import EvictionState
@@ -49,7 +57,7 @@ def greedy_search(
     by_key = {option.gang.key: option for option in options}
     eligible = preemptor_nodes(state, preemptor)
     room = Overlay(state.future)
-    slots = _Slots(preemptor.pods, room, eligible)
+    slots = _Slots(preemptor.pods, room, eligible, state.ranked_room())
     budget.spend(len(eligible))
     chosen: dict[str, set[str]] = {}
     taken: list[VictimUnit] = []
@@ -217,7 +225,10 @@ class _Slots:
     fractional pod a whole GPU or a shared device with room; a pod without GPUs a slot.
     """
 
-    def __init__(self, pods: Sequence[Pod], room: Overlay, eligible: set[str]) -> None:
+    def __init__(
+        self, pods: Sequence[Pod], room: Overlay, eligible: set[str], ranked: RankedRoom
+    ) -> None:
+        """`room`: a fresh overlay of the room `ranked` ranks."""
         self._room, self._eligible = room, eligible
         self._needed: dict[int, int] = {}  # whole GPUs per pod (-1: fractional) -> pods
         fractional = [pod for pod in pods if pod.gpu.is_fractional]
@@ -227,7 +238,14 @@ class _Slots:
             self._needed[kind] = self._needed.get(kind, 0) + 1
         self._places = dict.fromkeys(self._needed, 0)
         self.candidates: set[str] = set()
-        for name in eligible:
+        fewest = min(self._needed)
+        # Whole-GPU pods only: a node with fewer idle GPUs than the smallest has no place.
+        counted = (
+            (name for _, name in ranked.with_idle(fewest) if name in eligible)
+            if fewest > 0
+            else eligible
+        )
+        for name in counted:
             self._count(name, +1)
 
     def release(self, pod: Pod) -> bool:

@@ -98,6 +98,13 @@ class RankedRoom:
         change(cap)
         bisect.insort(self.ranks, _rank(cap, name, self.spread))
 
+    def with_idle(self, least: int) -> list[tuple[int, str]]:
+        """The ranks of the base's nodes with at least `least` idle GPUs, in order."""
+        ranks = self.ranks
+        if self.spread:  # (-idle, name): the nodes with enough idle GPUs come first
+            return ranks[: bisect.bisect_left(ranks, (1 - least, ""))]
+        return ranks[bisect.bisect_left(ranks, (least, "")) :]  # (idle, name): they come last
+
     def order(self, room: Overlay, names: set[str], least: int) -> list[tuple[int, str]] | None:
         """The ranks of `names` with at least `least` idle GPUs in `room`; None unless `room`
         is an overlay of `base`."""
@@ -108,11 +115,7 @@ class RankedRoom:
             layer = layer.base
         if layer is not self.base:
             return None
-        ranks = self.ranks
-        if self.spread:  # (-idle, name): the nodes with enough idle GPUs come first
-            enough = ranks[: bisect.bisect_left(ranks, (1 - least, ""))]
-        else:  # (idle, name): they come last
-            enough = ranks[bisect.bisect_left(ranks, (least, "")) :]
+        enough = self.with_idle(least)
         order = [rank for rank in enough if rank[1] in names and rank[1] not in changed]
         for name in changed & names:
             cap = room[name]

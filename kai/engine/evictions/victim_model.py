@@ -201,12 +201,20 @@ class VictimModel:
         uses): the model is exact over them, and small enough to solve within a cycle.
         """
         smallest = min(whole for whole, _, _, _ in self.shapes)
-        future = self.state.future
+        # Where a pod could fit: nodes with victims, and nodes with its idle GPUs already
+        # (on a busy cluster few, taken from the kept ranking instead of asking every node).
+        room = self.state.ranked_room().with_idle(smallest) if smallest > 0 else None
+        possible = (
+            self.eligible_nodes.intersection(self.victims_on).union(
+                name for _, name in room if name in self.eligible_nodes
+            )
+            if room is not None
+            else self.eligible_nodes
+        )
         fitting = [
             name
-            for name in sorted(self.eligible_nodes)
-            if (name in self.victims_on or future[name].whole_gpus >= smallest)
-            and any(
+            for name in sorted(possible)
+            if any(
                 name in nodes and _fits_amounts(self._potential(name), whole, cpu, memory)
                 for (whole, cpu, memory, nodes) in self.shapes
             )
