@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from kai.engine.model import UNLIMITED, PodGroup, Queue
-from kai.engine.resources import RESOURCE_NAMES, ResourceName, Resources, ResourceSum
+from kai.engine.resources import NO_RESOURCES, RESOURCE_NAMES, ResourceName, Resources, ResourceSum
 
 OVER_LIMIT = "OverLimit"
 NON_PREEMPTIBLE_OVER_QUOTA = "NonPreemptibleOverQuota"
@@ -110,7 +110,7 @@ class QueueBudget:
         for leaf, amount in releasing.items():
             for queue in ledger.ancestry(leaf):
                 ledger.allocated[queue.name] = (
-                    ledger.allocated.get(queue.name, Resources()) + amount
+                    ledger.allocated.get(queue.name, NO_RESOURCES) + amount
                 )
         return ledger
 
@@ -181,10 +181,10 @@ class QueueBudget:
 
     def add(self, leaf: str, request: Resources, preemptible: bool) -> None:
         for queue in self.ancestry(leaf):
-            self.allocated[queue.name] = self.allocated.get(queue.name, Resources()) + request
+            self.allocated[queue.name] = self.allocated.get(queue.name, NO_RESOURCES) + request
             if not preemptible:
                 self.allocated_np[queue.name] = (
-                    self.allocated_np.get(queue.name, Resources()) + request
+                    self.allocated_np.get(queue.name, NO_RESOURCES) + request
                 )
 
 

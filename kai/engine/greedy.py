@@ -19,7 +19,7 @@ from kai.engine.gangs import GangRequest, pod_resources
 from kai.engine.job_order import Offer, OfferQueue, first_offer
 from kai.engine.model import EngineConfig, Pod, Queue
 from kai.engine.node_index import NodeIndex
-from kai.engine.resources import Resources
+from kai.engine.resources import NO_RESOURCES, Resources
 from kai.engine.topology import TopologyIndex, domain_of_placed
 from kai.engine.topology_placement import place_constrained
 
@@ -174,7 +174,7 @@ def allocate_on_index(
     offers = OfferQueue(
         order.queues,
         order.shares,
-        lambda name: ledger.allocated.get(name, Resources()),
+        lambda name: ledger.allocated.get(name, NO_RESOURCES),
         lambda offer: offer.size(order.accounting_memory_mib),
         order.total,
     )

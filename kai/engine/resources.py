@@ -66,6 +66,12 @@ class Resources:
         return {"gpu": _gpu_number(self.gpu), "cpu": int(self.cpu), "memory": int(self.memory)}
 
 
+NO_RESOURCES = Resources()
+"""Nothing of any resource: what a queue or node without an entry holds. Resources are
+immutable, so one object serves every lookup (a frozen dataclass is slow to build, and a
+queue ranking recognises the same holding by identity)."""
+
+
 def _plus(a: Fraction, b: Fraction) -> Fraction:
     """a + b, with whole numbers (nearly every amount) added as ints: `Fraction.__add__`
     dispatches and normalises in Python, and sums of Resources were a sixth of a cycle."""

@@ -51,7 +51,7 @@ from kai.engine.forked import Child
 from kai.engine.gangs import GangRequest
 from kai.engine.job_order import ordered_gangs
 from kai.engine.model import EngineConfig, Placement, PodPhase
-from kai.engine.resources import Resources
+from kai.engine.resources import NO_RESOURCES
 from kai.engine.validator import EvictionAudit, ProposedBinding
 
 PIPELINED = "Pipelined"
@@ -430,7 +430,7 @@ def _in_order(state: EvictionState, gangs: list[GangRequest]) -> Iterator[GangRe
         gangs,
         inputs.queues,
         inputs.shares,
-        lambda name: state.ledger.allocated.get(name, Resources()),
+        lambda name: state.ledger.allocated.get(name, NO_RESOURCES),
         lambda gang: asks[gang.key],
         inputs.total,
     )

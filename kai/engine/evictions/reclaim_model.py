@@ -25,7 +25,7 @@ from kai.engine.evictions.cp_terms import (
     scaled,
 )
 from kai.engine.evictions.reclaim_rules import leveled, side_threshold
-from kai.engine.resources import ResourceName, Resources
+from kai.engine.resources import NO_RESOURCES, ResourceName, Resources
 
 if TYPE_CHECKING:
     from kai.engine.evictions.victim_model import VictimModel
@@ -51,7 +51,7 @@ def _add_side_rule(built: VictimModel, side: str, reclaimer_side: str, gangs: li
     """Some chosen chunk can be taken last while the side is still above its threshold."""
     model, state = built.model, built.state
     threshold = side_threshold(state, built.preemptor, reclaimer_side, side)
-    held = state.ledger.allocated.get(side, Resources())
+    held = state.ledger.allocated.get(side, NO_RESOURCES)
     chunks: list[tuple[cp_model.IntVar, Resources]] = []
     literals: list[cp_model.IntVar] = []
     for key in gangs:
@@ -137,7 +137,7 @@ def _add_saturation_rules(built: VictimModel) -> None:
     asked = {name for name, value in preemptor.request.items() if value > 0}
     for level in state.ledger.ancestry(preemptor.queue):
         fair = shares[level.name].fair_share
-        held = state.ledger.allocated.get(level.name, Resources()) + preemptor.request
+        held = state.ledger.allocated.get(level.name, NO_RESOURCES) + preemptor.request
         for sibling in sorted(under):
             if sibling == level.name or queues[sibling].parent != level.parent:
                 continue
@@ -149,7 +149,7 @@ def _add_saturation_rules(built: VictimModel) -> None:
             for pod_key in under[sibling]:
                 involved |= {n for n, v in state.usage[pod_key].items() if v > 0}
             sibling_fair = shares[sibling].fair_share
-            sibling_held = state.ledger.allocated.get(sibling, Resources())
+            sibling_held = state.ledger.allocated.get(sibling, NO_RESOURCES)
             for name in sorted(involved):
                 if sibling_fair.get(name) <= 0:
                     continue

@@ -18,7 +18,7 @@ from kai.engine.evictions.options import Evicted, Verdict, VictimOption
 from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.state import EvictionState
 from kai.engine.model import UNLIMITED
-from kai.engine.resources import RESOURCE_NAMES, ResourceName, Resources
+from kai.engine.resources import NO_RESOURCES, RESOURCE_NAMES, ResourceName, Resources
 
 
 def can_reclaim(state: EvictionState, preemptor: Preemptor) -> bool:
@@ -26,13 +26,13 @@ def can_reclaim(state: EvictionState, preemptor: Preemptor) -> bool:
     share = state.inputs.shares.get(preemptor.queue)
     if share is None:
         return False
-    after = state.ledger.allocated.get(preemptor.queue, Resources()) + preemptor.request
+    after = state.ledger.allocated.get(preemptor.queue, NO_RESOURCES) + preemptor.request
     if not after.fits_in(share.fair_share):
         return False
     if preemptor.gang.group.preemptible:
         return True
     queue = state.inputs.queues[preemptor.queue]
-    after_np = state.ledger.allocated_np.get(preemptor.queue, Resources()) + preemptor.request
+    after_np = state.ledger.allocated_np.get(preemptor.queue, NO_RESOURCES) + preemptor.request
     return _within_deserved(after_np, share.deserved, queue_quota_unlimited(state, queue.name))
 
 
@@ -88,7 +88,7 @@ def _side_rules(
     falls, so the last chunk decides: the order that puts last a chunk that passes
     there passes everywhere.
     """
-    held = state.ledger.allocated.get(victim_side, Resources())
+    held = state.ledger.allocated.get(victim_side, NO_RESOURCES)
     taken = sum((amount for amount, _ in chunks), Resources())
     allocatable = state.allocatable(victim_side)
     threshold = side_threshold(state, preemptor, reclaimer_side, victim_side)
@@ -123,7 +123,7 @@ def side_threshold(
     victim_share = shares[victim_side]
     allocatable = state.allocatable(victim_side)
     reclaimer_share = shares[reclaimer_side]
-    reclaimer_after = state.ledger.allocated.get(reclaimer_side, Resources()) + preemptor.request
+    reclaimer_after = state.ledger.allocated.get(reclaimer_side, NO_RESOURCES) + preemptor.request
     guarantee = _within_deserved(
         reclaimer_after, reclaimer_share.deserved, queue_quota_unlimited(state, reclaimer_side)
     )
@@ -175,14 +175,14 @@ def _saturation_problem(
             involved_by_queue.setdefault(queue.name, set()).update(positive)
     asked = {name for name, value in preemptor.request.items() if value > 0}
     for level in state.ledger.ancestry(preemptor.queue):
-        held = state.ledger.allocated.get(level.name, Resources()) - freed.get(
+        held = state.ledger.allocated.get(level.name, NO_RESOURCES) - freed.get(
             level.name, Resources()
         )
         after = held + preemptor.request
         for sibling in sorted(freed):
             if sibling == level.name or queues[sibling].parent != level.parent:
                 continue
-            sibling_held = state.ledger.allocated.get(sibling, Resources()) - freed[sibling]
+            sibling_held = state.ledger.allocated.get(sibling, NO_RESOURCES) - freed[sibling]
             for name in sorted(asked | involved_by_queue.get(sibling, set())):
                 mine = saturation(after.get(name), shares[level.name].fair_share.get(name))
                 sibling_fair = shares[sibling].fair_share.get(name)
@@ -197,7 +197,7 @@ def _saturation_problem(
                         f"{sibling} it takes from"
                     )
         if not preemptor.gang.group.preemptible:
-            np_after = state.ledger.allocated_np.get(level.name, Resources()) + preemptor.request
+            np_after = state.ledger.allocated_np.get(level.name, NO_RESOURCES) + preemptor.request
             if not _within_deserved(
                 np_after, shares[level.name].deserved, queue_quota_unlimited(state, level.name)
             ):

@@ -36,7 +36,7 @@ from kai.engine.evictions.reclaim_rules import (
 )
 from kai.engine.evictions.state import EvictionState
 from kai.engine.model import PlacementStrategy, Pod
-from kai.engine.resources import Resources
+from kai.engine.resources import NO_RESOURCES, Resources
 
 # -- who may trigger and who may be a victim ------------------------------------------
 
@@ -213,7 +213,7 @@ def _freeable(
 def _side_may_give(state: EvictionState, preemptor: Preemptor, victim_queue: str) -> bool:
     """KAI's quick victim filter: the victim's side is above what the reclaimer could hold it to."""
     reclaimer_side, victim_side = leveled(state, preemptor.queue, victim_queue)
-    remaining = state.ledger.allocated.get(victim_side, Resources())
+    remaining = state.ledger.allocated.get(victim_side, NO_RESOURCES)
     return above(remaining, side_threshold(state, preemptor, reclaimer_side, victim_side))
 
 
@@ -256,7 +256,7 @@ def _limits_problem(
     for queue in state.ledger.ancestry(preemptor.queue):
         for cap in state.ledger.caps(queue):
             need = preemptor.request.get(cap.resource)
-            room = cap.room + freed.get(queue.name, Resources()).get(cap.resource)
+            room = cap.room + freed.get(queue.name, NO_RESOURCES).get(cap.resource)
             if cap.reason == OVER_LIMIT and need and need > room:
                 return f"queue {queue.name} would go over its {cap.resource} limit"
     return None
@@ -267,10 +267,10 @@ def _freed_by_queue(state: EvictionState, evicted: Evicted) -> dict[str, Resourc
     per_leaf: dict[str, Resources] = {}
     for key, pods in evicted.items():
         leaf = state.groups[key].queue
-        amount = sum((state.usage[pod] for pod in pods), per_leaf.get(leaf, Resources()))
+        amount = sum((state.usage[pod] for pod in pods), per_leaf.get(leaf, NO_RESOURCES))
         per_leaf[leaf] = amount
     freed: dict[str, Resources] = {}
     for leaf, amount in per_leaf.items():
         for queue in state.ledger.ancestry(leaf):
-            freed[queue.name] = freed.get(queue.name, Resources()) + amount
+            freed[queue.name] = freed.get(queue.name, NO_RESOURCES) + amount
     return freed

@@ -33,7 +33,7 @@ from kai.engine.evictions.options import Evicted, VictimOption
 from kai.engine.evictions.state import EvictionState
 from kai.engine.model import Pod
 from kai.engine.queue_order import DominantShare, queue_order_key
-from kai.engine.resources import Resources
+from kai.engine.resources import NO_RESOURCES, Resources
 
 GPU_UNITS = 100  # costs count hundredths of a GPU
 
@@ -196,7 +196,7 @@ class VictimOrder:
                     self._remaining[key] = ()
                 name: str | None = leaf
                 while name is not None:
-                    self._taken[name] = self._taken.get(name, Resources()) + amount
+                    self._taken[name] = self._taken.get(name, NO_RESOURCES) + amount
                     self._queue_keys.pop(name, None)
                     name = self._parent.get(name)
                 if more:
@@ -301,7 +301,7 @@ class VictimOrder:
         static = self._static_keys.get(name)
         if static is None:
             share = state.inputs.shares.get(name)
-            held = state.ledger.allocated.get(name, Resources())
+            held = state.ledger.allocated.get(name, NO_RESOURCES)
             if share is None:
                 static = self._static_keys[name] = ((False,), held, None)
             else:
@@ -314,7 +314,7 @@ class VictimOrder:
         key, held, dominant_share = static
         found: QueueKey = key
         if dominant_share is not None:
-            victims = self._taken.get(name, Resources()) + self._next_job(name)
+            victims = self._taken.get(name, NO_RESOURCES) + self._next_job(name)
             found = (*key[:4], dominant_share.of(held - victims), *key[5:])
         self._queue_keys[name] = found
         return found
