@@ -352,10 +352,12 @@ class VictimModel:
         self.model.add(sum(touched) <= self.state.config.evictions.max_consolidation_preemptees)
 
     def _add_capacity(self) -> None:
+        """Per node and resource: what is seated there fits the free room plus what leaves.
+
+        Each constraint is one weighted sum of (variable, coefficient) terms, the freed
+        ones negated: built up with `+` as expressions, they were most of a model's build."""
         model, state = self.model, self.state
-        seated_on: dict[str, dict[str, list[cp_model.LinearExprT]]] = defaultdict(
-            lambda: defaultdict(list)
-        )
+        seated_on: dict[str, dict[str, Terms]] = defaultdict(lambda: defaultdict(_terms))
         for (index, node), var in self.place.items():
             whole, cpu, memory, _ = self.shape_keys[index]
             _add_demand(seated_on[node], var, whole, cpu, memory)
@@ -365,28 +367,32 @@ class VictimModel:
         for name in sorted(seated_on):
             cap = state.future[name]
             seated = seated_on[name]
-            freed: dict[str, list[cp_model.LinearExprT]] = defaultdict(list)
+            leaving: list[tuple[cp_model.IntVar, Pod]] = []
             for pod in self.victims_on.get(name, []):
                 leaves = self.evict.get(pod.key)
-                if leaves is None:
-                    continue
-                freed["gpu"].append(pod.gpu.whole * leaves)
-                freed["cpu"].append(pod.cpu_millis * leaves)
-                freed["memory"].append(pod.memory_bytes // _MIB * leaves)
-                freed["pods"].append(leaves)
-            freed["gpu"] += self._freed_devices(name, cap)
+                if leaves is not None:
+                    leaving.append((leaves, pod))
+            devices = self._freed_devices(name, cap)
             supply = {
                 "gpu": cap.whole_gpus,
                 "cpu": cap.cpu,
                 "memory": cap.memory // _MIB,
                 "pods": cap.pods,
             }
-            for resource, demand in seated.items():
-                model.add(sum(demand) <= supply[resource] + sum(freed[resource]))
+            for resource, (variables, coefficients) in seated.items():
+                for leaves, pod in leaving:
+                    variables.append(leaves)
+                    coefficients.append(-_freed_amount(pod, resource))
+                if resource == "gpu":
+                    variables.extend(devices)
+                    coefficients.extend([-1] * len(devices))
+                model.add(
+                    cp_model.LinearExpr.weighted_sum(variables, coefficients) <= supply[resource]
+                )
 
-    def _freed_devices(self, name: str, cap: NodeCapacity) -> list[cp_model.LinearExprT]:
+    def _freed_devices(self, name: str, cap: NodeCapacity) -> list[cp_model.IntVar]:
         """A shared device whose every pod is evicted counts as a whole idle GPU."""
-        freed: list[cp_model.LinearExprT] = []
+        freed: list[cp_model.IntVar] = []
         for device in sorted(cap.shared):
             holders = self.state.occupants.get((name, device), set())
             if not holders or any(key not in self.evict for key in holders):
@@ -609,20 +615,42 @@ def _fit_count(
     return max(0, count)
 
 
+Terms = tuple[list[cp_model.IntVar], list[int]]
+"""A linear sum as its variables and their coefficients, in step."""
+
+
+def _terms() -> Terms:
+    return [], []
+
+
 def _add_demand(
-    seated: dict[str, list[cp_model.LinearExprT]],
+    seated: dict[str, Terms],
     var: cp_model.IntVar,
     whole: int,
     cpu: int,
     memory: int,
 ) -> None:
-    seated["pods"].append(var)
-    if whole:
-        seated["gpu"].append(whole * var)
-    if cpu:
-        seated["cpu"].append(cpu * var)
-    if memory:
-        seated["memory"].append(-(-memory // _MIB) * var)
+    for resource, amount in (
+        ("pods", 1),
+        ("gpu", whole),
+        ("cpu", cpu),
+        ("memory", -(-memory // _MIB)),
+    ):
+        if amount:
+            variables, coefficients = seated[resource]
+            variables.append(var)
+            coefficients.append(amount)
+
+
+def _freed_amount(pod: Pod, resource: str) -> int:
+    """What a leaving pod gives back of a resource, in the model's units (memory in MiB, down)."""
+    if resource == "gpu":
+        return pod.gpu.whole
+    if resource == "cpu":
+        return pod.cpu_millis
+    if resource == "memory":
+        return pod.memory_bytes // _MIB
+    return 1
 
 
 def _latest(literals: Sequence[tuple[int, cp_model.IntVar]]) -> Derivation:
