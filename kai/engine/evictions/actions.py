@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fractions import Fraction
+from typing import Protocol
 
 from kai.engine.budget import NON_PREEMPTIBLE_OVER_QUOTA
 from kai.engine.evictions.budget import CONSOLIDATION_SHARE, SearchBudget
@@ -105,7 +106,8 @@ def run_evictions(inputs: EvictionInputs) -> EvictionOutcome:
     With `EngineConfig.isolate_solver`, when victim models may be built, the actions run in
     a forked child (`kai.engine.forked`): an OR-Tools abort in a model then ends
     the child, not the scheduler, and the actions run again here without models, on the
-    greedy victim search's answers alone.
+    greedy victim search's answers alone. The child's decisions are audited here, one by
+    one, before they are used (`EvictionsUnderway.outcome`).
     """
     return EvictionsUnderway(inputs).outcome()
 
@@ -124,18 +126,27 @@ class EvictionsUnderway:
         self._child: Child | None = None
         if inputs.config.isolate_solver and _may_model(inputs):
             self._child = Child(
-                lambda: pickle.dumps(_run_evictions(inputs)), EVICTIONS_ANSWER_SECONDS
+                lambda: pickle.dumps(_run_evictions(inputs, _Unaudited())),
+                EVICTIONS_ANSWER_SECONDS,
             )
 
     def outcome(self) -> EvictionOutcome:
+        """The child's decisions, each audited here in order (the audit is built while the
+        child works: it was a twentieth of the child's time at 1,000 nodes). Should the
+        audit reject one, the actions decide again here with each decision audited before
+        it is committed, as without a child."""
         inputs = self._inputs
         if self._child is not None:
+            audit = _LazyAudit(inputs)
+            audit.get()
             found = self._child.answer()
             if found is not None:
                 outcome: EvictionOutcome = pickle.loads(found)  # written by our own child
-                return outcome
+                if all(_audited(audit, decision) for decision in outcome.decisions):
+                    return outcome
+                return _run_evictions(inputs, _LazyAudit(inputs))
             inputs = _without_models(inputs)
-        return _run_evictions(inputs)
+        return _run_evictions(inputs, _LazyAudit(inputs))
 
     def stop(self) -> None:
         if self._child is not None:
@@ -161,12 +172,11 @@ def _may_model(inputs: EvictionInputs) -> bool:
     )
 
 
-def _run_evictions(inputs: EvictionInputs) -> EvictionOutcome:
+def _run_evictions(inputs: EvictionInputs, audit: _Audit) -> EvictionOutcome:
     config = inputs.config
     seconds = _solver_seconds(config)
     tally = _Tally()
     state = EvictionState.start(inputs)
-    audit = _LazyAudit(inputs)
     waiting = [gang for gang in inputs.unplaced if gang.core or gang.elastic]
     if waiting and any(pod.phase is PodPhase.RELEASING for pod in inputs.snapshot.pods):
         waiting = _pipeline_on_releasing(state, audit, waiting, tally)
@@ -218,6 +228,12 @@ def _run_evictions(inputs: EvictionInputs) -> EvictionOutcome:
     )
 
 
+class _Audit(Protocol):
+    def check(self, decision: EvictionDecision) -> list[str]: ...
+
+    def commit(self, decision: EvictionDecision) -> None: ...
+
+
 class _LazyAudit:
     """The validator's audit, built only if some decision is to be checked."""
 
@@ -234,9 +250,34 @@ class _LazyAudit:
             self._audit = EvictionAudit(inputs.snapshot, inputs.config, bound, inputs.shares)
         return self._audit
 
+    def check(self, decision: EvictionDecision) -> list[str]:
+        return self.get().check(decision)
+
+    def commit(self, decision: EvictionDecision) -> None:
+        self.get().commit(decision)
+
+
+class _Unaudited:
+    """No audit in the actions' child: the parent audits every decision it reads, in order
+    (`EvictionsUnderway.outcome`), and decides again if the audit rejects one."""
+
+    def check(self, decision: EvictionDecision) -> list[str]:
+        return []
+
+    def commit(self, decision: EvictionDecision) -> None:
+        return None
+
+
+def _audited(audit: _Audit, decision: EvictionDecision) -> bool:
+    """Check the decision after those committed before it; commit it if it passes."""
+    if audit.check(decision):
+        return False
+    audit.commit(decision)
+    return True
+
 
 def _pipeline_on_releasing(
-    state: EvictionState, audit: _LazyAudit, waiting: list[GangRequest], tally: _Tally
+    state: EvictionState, audit: _Audit, waiting: list[GangRequest], tally: _Tally
 ) -> list[GangRequest]:
     """Allocate's pipelining: a gang that fits once Releasing pods are gone waits there, whole."""
     still: list[GangRequest] = []
@@ -259,7 +300,7 @@ def _pipeline_on_releasing(
 
 def _run_action(
     state: EvictionState,
-    audit: _LazyAudit,
+    audit: _Audit,
     action: Action,
     waiting: list[GangRequest],
     budget: SearchBudget,
@@ -405,16 +446,16 @@ def _decision(
 
 def _commit(
     state: EvictionState,
-    audit: _LazyAudit,
+    audit: _Audit,
     decision: EvictionDecision,
     seats: Sequence[Seat],
     tally: _Tally,
 ) -> bool:
-    problems = audit.get().check(decision)
+    problems = audit.check(decision)
     if problems:
         tally.violations += len(problems)
         return False
-    audit.get().commit(decision)
+    audit.commit(decision)
     state.commit(decision, seats)
     return True
 

@@ -16,8 +16,10 @@ from typing import Any
 
 import pytest
 
+from kai.engine import validator
 from kai.engine.cycle import run_cycle
 from kai.engine.evictions import victim_model
+from kai.engine.evictions.decisions import EvictionDecision
 from kai.engine.model import EngineConfig, EvictionConfig
 from tests.unit.evictions.clusters import fragmented
 
@@ -57,3 +59,25 @@ def test_an_abort_in_a_victim_model_leaves_the_greedy_searchs_answer(
     assert survived.evictions == expected.evictions
     assert survived.pipelined == expected.pipelined
     assert [e.pod for e in survived.evictions] == ["ns/d", "ns/e", "ns/f"]  # the greedy set
+
+
+def test_a_decision_the_audit_rejects_is_decided_again_as_in_the_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The child commits without the audit; the parent audits each decision it reads and,
+    on a rejection, decides again with every decision audited first, as in the process."""
+    real_check = validator.EvictionAudit.check
+
+    def refusing(self: validator.EvictionAudit, decision: EvictionDecision) -> list[str]:
+        if decision.preemptor == "ns/urgent":  # as an engine bug would show
+            return ["refused for the test"]
+        return real_check(self, decision)
+
+    monkeypatch.setattr(validator.EvictionAudit, "check", refusing)
+    here = run_cycle(fragmented(), CONFIG)
+    there = run_cycle(fragmented(), ISOLATED)
+    assert here.eviction_report is not None and there.eviction_report is not None
+    assert here.eviction_report.validator_violations > 0
+    assert there.eviction_report == here.eviction_report
+    assert there.evictions == here.evictions == ()
+    assert there.pipelined == here.pipelined and there.groups == here.groups
