@@ -12,6 +12,7 @@ from kai.engine.evictions.rules import victim_options
 from kai.engine.evictions.scenario import Scenario
 from kai.engine.evictions.victim_model import cp_sat_search
 from kai.engine.evictions.victim_order import VictimOrder
+from kai.engine.model import Snapshot
 from tests.unit.engine.builders import group, node, pod, queue, snapshot
 from tests.unit.evictions.clusters import fragmented
 from tests.unit.evictions.helpers import eviction_state, preemptor
@@ -65,3 +66,39 @@ def test_room_leaving_a_shared_device_makes_it_whole_again() -> None:
     release(room.writable("n0"), sharer, sharer.gpu_groups)
     assert room["n0"].whole_gpus == 2 and not room["n0"].shared
     assert state.future["n0"].whole_gpus == 1  # the overlay left the cycle's room alone
+
+
+def _cpu_bound() -> Snapshot:
+    """n0 has 4 idle GPUs but 500m of CPU idle, beside a kept pod and a low-priority 2-core pod
+    with no GPU; n1 is full, with a low-priority 1-GPU pod. The urgent pod (1 GPU, 1 core)
+    costs least where the CPU-only pod leaves n0."""
+    return snapshot(
+        [node("n0", gpus=4, cpu=4000), node("n1", gpus=1, cpu=2000)],
+        [
+            pod("kept", "kept", cpu=1500, node_name="n0"),
+            pod("cpu-only", "cpu-only", cpu=2000, node_name="n0"),
+            pod("low", "low", gpus=1, cpu=2000, node_name="n1"),
+            pod("urgent-0", "urgent", gpus=1, cpu=1000),
+        ],
+        [
+            group("kept", "q", priority=90),
+            group("cpu-only", "q", priority=10),
+            group("low", "q", priority=10),
+            group("urgent", "q", priority=75),
+        ],
+        [queue("q")],
+    )
+
+
+def test_a_capacity_row_that_binds_is_kept() -> None:
+    """The model leaves out a capacity row no seating can break (most resources on most
+    nodes); n0's CPU row can, and without it the pod would be seated there for nothing."""
+    state = eviction_state(_cpu_bound())
+    who = preemptor(state, "ns/urgent")
+    options = victim_options(state, Action.PREEMPT, who)
+    order = VictimOrder(state, options)
+    answer = cp_sat_search(state, Action.PREEMPT, who, options, order, None, SearchBudget(1.0), 1)
+    assert answer.status == "OPTIMAL"
+    assert evicted(answer.scenario) == ["ns/cpu-only"]
+    assert answer.scenario is not None
+    assert [node for _, node, _ in answer.scenario.seats] == ["n0"]
