@@ -3,8 +3,10 @@
 Fair share is computed in closed form; the gangs are placed by the greedy pass and
 then by the CP-SAT model warm-started from it; the better answer that passes the
 independent validator is returned. The eviction actions then run in KAI's order
-(`kai.engine.evictions`) for the gangs still pending. Nothing here reads a clock or
-does I/O: the live operator and `kai simulate` call `run_cycle` with a snapshot they built.
+(`kai.engine.evictions`) for the gangs still pending; with the solver isolated in forked
+children (`kai run`) they start on the greedy answer beside the solver, and are used
+when it keeps that answer. Nothing here reads a clock or does I/O: the live operator and
+`kai simulate` call `run_cycle` with a snapshot they built.
 """
 
 from __future__ import annotations
@@ -46,7 +48,6 @@ from kai.engine.model import (
     Node,
     PlacementStrategy,
     PodGroup,
-    Queue,
     Snapshot,
 )
 from kai.engine.resources import exact_sum
@@ -54,7 +55,7 @@ from kai.engine.topology import TopologyIndex
 from kai.engine.validator import ProposedBinding, validate, validate_after_evictions
 
 if TYPE_CHECKING:  # OR-Tools is imported only when a cycle needs the solver (see `_solve`)
-    from kai.engine.solver.optimize import GreedyRunner
+    from kai.engine.solver.optimize import Optimized
 
 LONE_POD = "lone-pod"
 """The solver's status when the cycle offers a single pod: the greedy pass's answer is the
@@ -237,11 +238,15 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
             raise EngineInvariantError(
                 "greedy allocation failed validation: " + "; ".join(greedy_violations)
             )
-        solved = (
-            _Solved(greedy, "greedy", status, _gpus(greedy, memory_mib))
-            if status is not None
-            else _solve(
-                snapshot,
+        if status is not None:
+            solved = _Solved(greedy, "greedy", status, _gpus(greedy, memory_mib))
+        else:
+            # Imported only when greedy left work for the solver: OR-Tools (with the pandas
+            # it pulls in) takes about a second to import, and a scheduler's first binds,
+            # which greedy usually places alone, should not wait for it (`preload_solver`).
+            from kai.engine.solver.optimize import optimize
+
+            optimized = optimize(
                 placeable,
                 capacity,
                 queues,
@@ -252,10 +257,18 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
                 memory_mib,
                 run_greedy,
                 topology,
+            )
+            solved = _judged(
+                optimized,
+                snapshot,
+                placeable,
+                capacity,
+                greedy,
+                config,
+                memory_mib,
                 elastic_of,
                 fragmentation,
             )
-        )
         chosen = solved.chosen
         # What follows from the allocation alone is worked out while the actions' child works.
         bindings = _bindings_and_reasons(
@@ -370,45 +383,26 @@ class _Solved:
     kept_less_stranded: bool = False
 
 
-def _solve(
+def _judged(
+    optimized: Optimized | None,
     snapshot: Snapshot,
     placeable: list[GangRequest],
     capacity: Mapping[str, NodeCapacity],
-    queues: Mapping[str, Queue],
-    binding_budget: QueueBudget,
-    eligible_for: EligibilityIndex,
     greedy: AllocationOutcome,
     config: EngineConfig,
     memory_mib: int,
-    run_greedy: GreedyRunner,
-    topology: TopologyIndex | None,
     elastic_of: Mapping[str, str],
     fragmentation: Fragmentation | None,
 ) -> _Solved:
-    """The CP-SAT model warm-started from the greedy answer; its answer is kept only when
-    it is valid and better (`_verdict`)."""
-    # Imported only when greedy left work for the solver: OR-Tools (with the pandas it
-    # pulls in) takes about a second to import, and a scheduler's first binds, which
-    # greedy usually places alone, should not wait for it (see `preload_solver`).
-    from kai.engine.solver.optimize import gpu_upper_bound, optimize
+    """The solver's answer (warm-started from greedy's) kept only when it is valid and
+    better (`_verdict`); greedy's otherwise."""
+    from kai.engine.solver.optimize import gpu_upper_bound  # loaded by the solve already
 
     greedy_gpus = _gpus(greedy, memory_mib)
-    optimized = optimize(
-        placeable,
-        capacity,
-        queues,
-        binding_budget,
-        eligible_for,
-        greedy,
-        config,
-        memory_mib,
-        run_greedy,
-        topology,
-    )
     if optimized is None:  # the solver found no answer at all within its time
         bound = max(gpu_upper_bound(placeable, capacity, memory_mib), greedy_gpus)
         return _Solved(greedy, "greedy", NO_ANSWER, bound)
-    # the greedy answer itself when the solver chose as it did: validated above
+    # the greedy answer itself when the solver chose as it did: the cycle validated it
     found = [] if optimized.outcome is greedy else validate(snapshot, _proposed(optimized.outcome))
     verdict = _verdict(
         optimized.outcome,

@@ -6,7 +6,7 @@ may reach such a check runs in a child forked from the engine's thread: the chil
 inherits what it needs as it is in memory, does the work and writes its result back
 as bytes; the parent reads them, or gets None when the child died, failed or did not
 answer by the deadline (it is then killed and reaped). The caller keeps what it has
-without the answer.
+without the answer. A `Child` also lets the parent go on with its own work meanwhile.
 
 The child only works and writes: it runs no cleanup (`os._exit`), collects no
 garbage (a finaliser must not touch the parent's sockets from the copy), and
