@@ -133,24 +133,40 @@ class EvictionsUnderway:
     def outcome(self) -> EvictionOutcome:
         """The child's decisions, each audited here in order (the audit is built while the
         child works: it was a twentieth of the child's time at 1,000 nodes). Should the
-        audit reject one, the actions decide again here with each decision audited before
-        it is committed, as without a child."""
+        audit reject one, the actions decide again in another child with each decision
+        audited before it is committed, as without a child; where a child dies, here
+        without victim models."""
         inputs = self._inputs
-        if self._child is not None:
-            audit = _LazyAudit(inputs)
-            audit.get()
-            found = self._child.answer()
-            if found is not None:
-                outcome: EvictionOutcome = pickle.loads(found)  # written by our own child
-                if all(_audited(audit, decision) for decision in outcome.decisions):
-                    return outcome
-                return _run_evictions(inputs, _LazyAudit(inputs))
-            inputs = _without_models(inputs)
-        return _run_evictions(inputs, _LazyAudit(inputs))
+        if self._child is None:
+            return _run_evictions(inputs, _LazyAudit(inputs))
+        audit = _LazyAudit(inputs)
+        audit.get()
+        found = _read(self._child)
+        if found is not None and all(_audited(audit, decision) for decision in found.decisions):
+            return found
+        if found is not None:
+            again = _read(
+                Child(
+                    lambda: pickle.dumps(_run_evictions(inputs, _LazyAudit(inputs))),
+                    EVICTIONS_ANSWER_SECONDS,
+                )
+            )
+            if again is not None:
+                return again
+        return _run_evictions(_without_models(inputs), _LazyAudit(inputs))
 
     def stop(self) -> None:
         if self._child is not None:
             self._child.stop()
+
+
+def _read(child: Child) -> EvictionOutcome | None:
+    """The outcome the child wrote; None if it died, failed or did not answer in time."""
+    found = child.answer()
+    if found is None:
+        return None
+    outcome: EvictionOutcome = pickle.loads(found)  # written by our own child
+    return outcome
 
 
 def _without_models(inputs: EvictionInputs) -> EvictionInputs:

@@ -12,14 +12,16 @@ import dataclasses
 import faulthandler
 import os
 import resource
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from kai.engine import validator
 from kai.engine.cycle import run_cycle
-from kai.engine.evictions import victim_model
+from kai.engine.evictions import actions, victim_model
 from kai.engine.evictions.decisions import EvictionDecision
+from kai.engine.forked import Child
 from kai.engine.model import EngineConfig, EvictionConfig
 from tests.unit.evictions.clusters import fragmented
 
@@ -74,8 +76,17 @@ def test_a_decision_the_audit_rejects_is_decided_again_as_in_the_process(
         return real_check(self, decision)
 
     monkeypatch.setattr(validator.EvictionAudit, "check", refusing)
+    children: list[int] = []
+
+    class Counted(Child):
+        def __init__(self, work: Callable[[], bytes], seconds: float) -> None:
+            super().__init__(work, seconds)
+            children.append(1)
+
+    monkeypatch.setattr(actions, "Child", Counted)
     here = run_cycle(fragmented(), CONFIG)
     there = run_cycle(fragmented(), ISOLATED)
+    assert len(children) == 2  # the second decides again in a child too: models stay isolated
     assert here.eviction_report is not None and there.eviction_report is not None
     assert here.eviction_report.validator_violations > 0
     assert there.eviction_report == here.eviction_report
