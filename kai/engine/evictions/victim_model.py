@@ -207,12 +207,12 @@ class VictimModel:
         smallest = min(whole for whole, _, _, _ in self.shapes)
         # Where a pod could fit: nodes with victims, and nodes with its idle GPUs already
         # (on a busy cluster few, taken from the kept ranking instead of asking every node).
-        room = self.state.ranked_room().with_idle(smallest) if smallest > 0 else None
+        idle = self.state.ranked_room().with_idle(smallest) if smallest > 0 else None
         possible = (
             self.eligible_nodes.intersection(self.victims_on).union(
-                name for _, name in room if name in self.eligible_nodes
+                name for _, name in idle if name in self.eligible_nodes
             )
-            if room is not None
+            if idle is not None
             else self.eligible_nodes
         )
         fitting = [
