@@ -28,8 +28,8 @@ import structlog
 from kai.api.constants import SCHEDULER_NAME, default_priority_classes
 from kai.api.corev1 import PriorityClass
 from kai.api.errors import ManifestError, object_ref, validated
-from kai.api.parse import parse_node, parse_pod, parse_pod_group, parse_queue, validate_queue_tree
-from kai.api.pods import annotated_pod_group_key, reparsed
+from kai.api.parse import parse_node, parse_pod_group, parse_queue, validate_queue_tree
+from kai.api.pods import SiblingParser, annotated_pod_group_key, reparsed
 from kai.api.reservations import counted_reservations
 from kai.api.topologies import parse_topology
 from kai.engine.model import Node, Pod, PodGroup, PodPhase, Queue, SetAside, Snapshot, Topology
@@ -111,6 +111,7 @@ class SnapshotBuilder:
         self._queues: ParseMemo[Queue] = ParseMemo()
         self._groups: ParseMemo[PodGroup] = ParseMemo()
         self._pods: ParseMemo[Pod] = ParseMemo()
+        self._siblings = SiblingParser()
         self._topologies: ParseMemo[Topology] = ParseMemo()
         self._reported: set[str] = set()  # problems logged, as of the last cycle
         self._reported_now: set[str] = set()  # problems seen this cycle
@@ -132,6 +133,7 @@ class SnapshotBuilder:
         topologies = self._parse_topologies(view)
         for memo in (self._nodes, self._queues, self._groups, self._pods, self._topologies):
             memo.end_cycle()
+        self._siblings.forget()
         # A problem gone from the cluster is forgotten, so the memory does not grow for ever.
         self._reported, self._reported_now = self._reported_now, set()
         return Snapshot(
@@ -256,7 +258,7 @@ class SnapshotBuilder:
             parsed = self._pods.get(
                 key,
                 (_version(manifest), group_key, plan is not None),
-                partial(parse_pod, readable, group_key),
+                partial(self._siblings.parse, readable, group_key),
                 (group_key, readable),
                 partial(_reparsed, group_key, readable),
             )
