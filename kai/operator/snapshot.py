@@ -5,8 +5,10 @@ must keep scheduling everyone else when one object is bad. An invalid PodGroup,
 or a pod of a group that cannot be parsed, sets its group aside with a reason and
 message (shown in the group's status and events); an unreadable node, queue or
 priority class is left out and logged. Parsing is memoised by resourceVersion, so
-a cycle parses only what changed since the previous one, and a pod that waits for
-the pod grouper (on no node, in no group yet) is not read at all: it holds nothing.
+a cycle parses only what changed since the previous one; pods of one template that
+a cycle sees new are validated once (`kai.api.pods.SiblingParser`); and a pod that
+waits for the pod grouper (on no node, in no group yet) is not read at all: it holds
+nothing.
 
 Three pieces of the scheduler's own recent work are laid over the cache, because
 watch events for them may not have arrived yet: the pod grouper's decisions,
