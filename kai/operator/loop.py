@@ -8,11 +8,11 @@ watches, the lease renewals or those writes on the event loop); bind, each pod
 as soon as its group is written; collect unused GPU reservations; record
 metrics; then start writing status and events, which go out while the next
 cycle plans and binds (the next cycle waits for them before starting its own).
-While a burst lasts, a cycle that binds every pod it grouped and decides nothing
-else hands its binds over and returns once it has decided: they go out the
-moment the previous cycle's binds are done, and they and everything after them
-go on while the next cycle plans and decides, with that cycle's plans and binds
-laid over the cache.
+A cycle that binds every pod it grouped and decides nothing else (outside a
+burst, also no timestamp but the starts its group creates carry) hands its binds
+over and returns once it has decided: they go out the moment the previous cycle's
+binds are done, and they and everything after them go on while the next cycle
+plans and decides, with that cycle's plans and binds laid over the cache.
 Only the leader runs cycles, and a cycle that finds the Lease lost between its
 steps stops there (the API client refuses the writes still in flight); a
 cycle's status and events are dropped if the Lease is lost before they go out.
@@ -321,8 +321,8 @@ class SchedulingLoop:
         self._cache.changed.clear()
 
     async def cycle(self) -> None:
-        """One cycle; while a burst continues and the cycle only binds pods it grouped, it
-        returns once it has decided and its binds go on while the next cycle plans."""
+        """One cycle; when it only binds pods it grouped (see `_binds_only`), it returns
+        once it has decided and its binds go on while the next cycle plans."""
         cycle_id = uuid.uuid4().hex[:8]
         timings: dict[str, float] = {}
         began = time.monotonic()
@@ -369,7 +369,12 @@ class SchedulingLoop:
                 self._culprits = isolated.culprits
                 result = isolated.result
                 self._burst_continues = plans.burst_continues
-                overlapped = self._burst_continues and _binds_only(result, plans)
+                # Outside a burst too, a stream's cycle (each new pod its own group) hands
+                # its binds over: the next cycle plans while they go out.
+                overlapped = _binds_only(result, plans) and (
+                    self._burst_continues
+                    or (bool(result.bindings) and _stamps_ride_on_creates(result, plans))
+                )
                 previous = self._handoffs[-1] if self._handoffs else None
                 if not overlapped:
                     with _timed(timings, "previous-binds"):
@@ -680,6 +685,17 @@ def _binds_only(result: CycleResult, plans: Plans) -> bool:
         and not result.pipelined
         and not plans.retrying
         and plans.new.keys() <= bound
+    )
+
+
+def _stamps_ride_on_creates(result: CycleResult, plans: Plans) -> bool:
+    """Whether the cycle's only timestamps are the starts of groups it creates, which their
+    creates carry: a next cycle that plans before the rest of this one has written its
+    stamps misses none of them."""
+    created = {plan.key for plan in plans.new.values()}
+    return all(
+        key in created and stamp.stale_since is None and stamp.last_eviction is None
+        for key, stamp in result.stamps.items()
     )
 
 
