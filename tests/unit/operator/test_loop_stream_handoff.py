@@ -8,13 +8,14 @@ again, later, by that next cycle.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 from fractions import Fraction
 
 from kai.engine.cycle import Binding, CycleResult, SolverReport
 from kai.engine.evictions.decisions import GroupStamps
 from kai.grouping import PodGroupPlan
-from kai.operator.loop import _binds_only, _stamps_ride_on_creates
+from kai.operator.loop import _hands_over
 from kai.operator.pod_grouper import Plans
 
 NOW = datetime(2026, 12, 6, 4, 0, tzinfo=UTC)
@@ -37,21 +38,35 @@ STARTED = GroupStamps(last_start=NOW, stale_since=None, last_eviction=None)
 
 
 def test_a_stream_cycle_binding_its_new_group_with_its_start_hands_over() -> None:
-    result = _result({NEW_GROUP: STARTED})
-    assert _binds_only(result, PLANS) and _stamps_ride_on_creates(result, PLANS)
+    assert _hands_over(_result({NEW_GROUP: STARTED}), PLANS)
 
 
 def test_a_cycle_with_no_stamps_hands_over() -> None:
-    assert _stamps_ride_on_creates(_result({}), PLANS)
+    assert _hands_over(_result({}), PLANS)
 
 
 def test_a_start_of_a_group_that_exists_already_keeps_the_cycle_whole() -> None:
     """Its start goes out as a patch after the binds: the next cycle must see it."""
-    assert not _stamps_ride_on_creates(_result({"team/pg-old": STARTED}), PLANS)
+    assert not _hands_over(_result({"team/pg-old": STARTED}), PLANS)
 
 
 def test_a_stale_or_eviction_stamp_keeps_the_cycle_whole() -> None:
     stale = GroupStamps(last_start=NOW, stale_since=NOW, last_eviction=None)
     evicted = GroupStamps(last_start=None, stale_since=None, last_eviction=NOW)
-    assert not _stamps_ride_on_creates(_result({NEW_GROUP: stale}), PLANS)
-    assert not _stamps_ride_on_creates(_result({NEW_GROUP: evicted}), PLANS)
+    assert not _hands_over(_result({NEW_GROUP: stale}), PLANS)
+    assert not _hands_over(_result({NEW_GROUP: evicted}), PLANS)
+
+
+def test_the_cycle_that_ends_a_burst_keeps_its_binds() -> None:
+    """The next cycle would plan beside its thousands of binds and hold them up."""
+    ending = dataclasses.replace(PLANS, ends_burst=True)
+    assert not _hands_over(_result({NEW_GROUP: STARTED}), ending)
+
+
+def test_a_burst_goes_on_handing_over_whatever_its_stamps() -> None:
+    going_on = dataclasses.replace(PLANS, deferred=100)
+    assert _hands_over(_result({"team/pg-old": STARTED}), going_on)
+
+
+def test_a_cycle_that_binds_nothing_keeps_its_turn() -> None:
+    assert not _hands_over(dataclasses.replace(_result({}), bindings=()), PLANS)
