@@ -16,30 +16,11 @@ import kai.api.pods
 from kai.api.errors import ManifestError
 from kai.api.pods import SiblingParser, parse_pod
 from kai.engine.model import Pod
-
-Manifest = dict[str, Any]
+from tests.unit.api.pod_manifests import Manifest, waiting_pod
 
 
 def template() -> Manifest:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": "worker-0",
-            "namespace": "team",
-            "uid": "uid-0",
-            "resourceVersion": "100",
-            "creationTimestamp": "2026-12-05T03:00:00Z",
-            "labels": {"kai.scheduler/queue": "research"},
-            "annotations": {"pod-group-name": "pg-0", "gpu-fraction": "0.5"},
-        },
-        "spec": {
-            "schedulerName": "kai-scheduler",
-            "containers": [{"name": "main", "resources": {"requests": {"cpu": "2"}}}],
-            "nodeSelector": {"nvidia.com/gpu.product": "A100"},
-        },
-        "status": {"phase": "Pending"},
-    }
+    return waiting_pod(nodeSelector={"nvidia.com/gpu.product": "A100"})
 
 
 def _metadata(field: str, value: Any) -> Callable[[Manifest], None]:
@@ -83,10 +64,10 @@ def _status_not_a_mapping(pod: Manifest) -> None:
 
 SIBLINGS: dict[str, Callable[[Manifest], None]] = {
     "another name and uid": lambda pod: (
-        _metadata("name", "worker-1")(pod),
-        _metadata("uid", "uid-1")(pod),
+        _metadata("name", "worker-2")(pod),
+        _metadata("uid", "uid-2")(pod),
     ),
-    "another group annotation": _annotation("pod-group-name", "pg-1"),
+    "another group annotation": _annotation("pod-group-name", "pg-2"),
     "no uid": _without_uid,
     "a null uid": _metadata("uid", None),
     "a uid that is a number": _metadata("uid", 7),
@@ -119,10 +100,10 @@ def _parsed(parse: Callable[[Manifest, str], Pod], pod: Manifest, group: str) ->
 
 
 @pytest.mark.parametrize("sibling", SIBLINGS)
-@pytest.mark.parametrize("group", ["team/pg-0", "team/pg-1"])
+@pytest.mark.parametrize("group", ["team/pg-1", "team/pg-2"])
 def test_a_sibling_is_what_parsing_it_gives(sibling: str, group: str) -> None:
     siblings = SiblingParser()
-    siblings.parse(template(), "team/pg-0")
+    siblings.parse(template(), "team/pg-1")
     pod = template()
     SIBLINGS[sibling](pod)
     assert _parsed(siblings.parse, copy.deepcopy(pod), group) == _parsed(parse_pod, pod, group)
