@@ -24,10 +24,10 @@ from kai.api.constants import (
     TASK_PRIORITY_LABEL,
 )
 from kai.api.errors import ManifestError, ObjectRef, object_ref, raise_all, validated
-from kai.api.fields import integer_or_none
+from kai.api.fields import ObjectMeta, integer_or_none
 from kai.api.gpu_sharing import pod_gpu_request
 from kai.api.placement import pod_placement
-from kai.api.projection import read_part
+from kai.api.projection import field_keys, read_part
 from kai.api.requests import container_errors, effective_requests
 from kai.engine.model import Pod, PodPhase
 from kai.engine.resources import Resources
@@ -73,17 +73,11 @@ def parse_pod(manifest: Mapping[str, Any], pod_group_key: str) -> Pod:
     )
 
 
-_READ_METADATA = (
-    "name",
-    "namespace",
-    "uid",
-    "labels",
-    "annotations",
-    "creationTimestamp",
-    "deletionTimestamp",
+_READ_METADATA = tuple(
+    key for name in ObjectMeta.model_fields for key in field_keys(ObjectMeta, name)
 )
-"""The metadata `parse_pod` reads (`ObjectMeta`); with the spec and the status's phase, all of
-the pod it reads (`corev1.Pod`)."""
+"""The metadata keys `parse_pod` reads (`ObjectMeta`'s fields, by wire and Python name); with
+the spec and the status's phase, all of the pod it reads (`corev1.Pod`)."""
 
 
 def reparsed(before: Mapping[str, Any], after: Mapping[str, Any], parsed: Pod) -> Pod | None:

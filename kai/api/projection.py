@@ -20,8 +20,15 @@ from pydantic import BaseModel
 from kai.api.fields import WireModel
 
 Projector = Callable[[object], object]
-_DROPS_NULLS = getattr(
-    WireModel.__pydantic_decorators__.model_validators["_null_means_unset"].func, "__func__", None
+
+
+def _function(method: Any) -> Any:
+    """The function under a (class)method, to compare a validator's identity."""
+    return getattr(method, "__func__", method)
+
+
+_DROPS_NULLS = _function(
+    WireModel.__pydantic_decorators__.model_validators["_null_means_unset"].func
 )
 
 
@@ -32,14 +39,20 @@ def read_part(model: type[BaseModel], value: object) -> object:
     return _projector(model)(value)
 
 
+def field_keys(model: type[BaseModel], name: str) -> tuple[str, ...]:
+    """The keys validation takes a field from: its wire name, and its Python name too."""
+    info = model.model_fields[name]
+    return tuple(dict.fromkeys((info.alias or name, name)))
+
+
 @cache
 def _projector(model: type[BaseModel]) -> Projector:
     if not _ignores_the_rest(model):
         return _whole
-    fields: list[tuple[tuple[str, ...], Projector | None]] = []
-    for name, info in model.model_fields.items():
-        keys = tuple(dict.fromkeys((info.alias or name, name)))
-        fields.append((keys, _for_type(info.annotation)))
+    fields = [
+        (field_keys(model, name), _for_type(info.annotation))
+        for name, info in model.model_fields.items()
+    ]
 
     def project(value: object) -> object:
         if not isinstance(value, Mapping):
@@ -59,7 +72,7 @@ def _ignores_the_rest(model: type[BaseModel]) -> bool:
     validator that sees the whole mapping but the wire models' own, which drops nulls."""
     validators = model.__pydantic_decorators__.model_validators.values()
     return model.model_config.get("extra") == "ignore" and all(
-        getattr(validator.func, "__func__", None) is _DROPS_NULLS for validator in validators
+        _function(validator.func) is _DROPS_NULLS for validator in validators
     )
 
 
