@@ -21,7 +21,6 @@ from kai.engine.accounting import accounting_device_memory
 from kai.engine.budget import QueueBudget, Refusal, leaf_names
 from kai.engine.capacity import NodeCapacity
 from kai.engine.collector import collection_paused
-from kai.engine.eligibility import EligibilityIndex
 from kai.engine.evictions.actions import (
     PIPELINED,
     EvictionReport,
@@ -171,7 +170,7 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
             continue
         placeable.append(request)
 
-    eligible_for = EligibilityIndex(snapshot.nodes)
+    eligible_for = memo.eligibility(snapshot.nodes)
 
     fragmentation = (  # bin-packing's measure: spreading places by free GPUs alone
         memo.fragmentation(facts.workload)

@@ -30,6 +30,7 @@ from typing import TypeVar
 
 from kai.engine.accounting import accounting_device_memory
 from kai.engine.capacity import NodeCapacity, node_capacity, total_allocatable
+from kai.engine.eligibility import EligibilityIndex, node_accepts
 from kai.engine.evictions.stale import may_be_stale
 from kai.engine.fairshare import QueueUsage
 from kai.engine.fragmentation import (
@@ -41,7 +42,7 @@ from kai.engine.fragmentation import (
 )
 from kai.engine.gangs import pod_resources
 from kai.engine.group_decision import GroupDecision
-from kai.engine.model import Node, Pod, PodGroup, PodPhase, Snapshot
+from kai.engine.model import Node, Placement, Pod, PodGroup, PodPhase, Snapshot
 from kai.engine.queue_refusal import queue_refusal
 from kai.engine.resources import Resources, ResourceSum
 from kai.engine.topology import constrained
@@ -128,6 +129,8 @@ class SnapshotMemo:
         self._constrained: set[str] = set()  # groups that name a Topology
         self._watched: set[str] = set()  # groups that may be stale (see `may_be_stale`)
         self._measure: Fragmentation | None = None
+        self._eligibility: EligibilityIndex | None = None  # the last cycle's
+        self._eligible: dict[Placement, frozenset[str]] = {}  # for the nodes as they are
 
     def facts(self, snapshot: Snapshot) -> PodFacts:
         try:
@@ -144,6 +147,9 @@ class SnapshotMemo:
         changed_nodes = _replace_changed(self._node_objects, snapshot.nodes, self._nodes)
         if changed_nodes:
             self._allocatable = None
+        asked = self._eligible if self._eligibility is None else self._eligibility.used()
+        self._eligible = _eligible_after(asked, changed_nodes, self._nodes)
+        self._eligibility = None
         changed_groups = _replace_changed(self._group_objects, snapshot.pod_groups, self._groups)
         self._regroup.update(changed_groups)
         for key in changed_groups:
@@ -186,6 +192,13 @@ class SnapshotMemo:
             _PodsOf(self._members),
             [self._groups[key] for key in sorted(self._watched)],
         )
+
+    def eligibility(self, nodes: Sequence[Node]) -> EligibilityIndex:
+        """Which nodes accept each pod of the snapshot `facts` last saw (`nodes` are its
+        nodes): the placements the last cycle asked about keep their node sets, brought up
+        to date for the nodes that changed since."""
+        index = self._eligibility = EligibilityIndex(nodes, self._eligible)
+        return index
 
     def fragmentation(self, workload: Sequence[PodKind]) -> Fragmentation:
         """The fragmentation measure of this workload, built on what the last cycle's learnt
@@ -386,6 +399,22 @@ class _PodsOf(Mapping[str, Collection[Pod]]):
 
 _Keyed = TypeVar("_Keyed", PodGroup, Node)
 _Counted = TypeVar("_Counted")
+
+
+def _eligible_after(
+    known: Mapping[Placement, frozenset[str]],
+    changed: Mapping[str, Node | None],
+    nodes: Mapping[str, Node],
+) -> dict[Placement, frozenset[str]]:
+    """These placements' node sets once the `changed` nodes (by name) are as `nodes` has
+    them: a node that left drops out, and a new or changed one is asked again."""
+    if not changed:
+        return dict(known)
+    return {
+        placement: (names - changed.keys())
+        | {name for name in changed if name in nodes and node_accepts(nodes[name], placement)}
+        for placement, names in known.items()
+    }
 
 
 def _replace_changed(

@@ -5,8 +5,9 @@ The oracle is the engine's cold functions (`initial_capacity`, `divisible_total`
 the memo sees the same snapshots one after the other, each a random change of the last
 (pods arriving, bound, released, deleted or replaced; groups moving queue, losing
 preemptibility or naming a Topology, appearing and disappearing; nodes changing device
-memory or readiness, joining and leaving; other schedulers' pods), as the operator's
-cache hands them over.
+memory, readiness, labels or taints, joining and leaving; other schedulers' pods), as the
+operator's cache hands them over. Which nodes accept each pod's placement, which the memo
+keeps for the placements the last cycle asked about, is checked against a fresh index.
 """
 
 from __future__ import annotations
@@ -24,10 +25,20 @@ from kai.engine.accounting import divisible_total, leaf_usage, pods_by_group
 from kai.engine.budget import leaf_names
 from kai.engine.capacity import NodeCapacity, initial_capacity
 from kai.engine.cycle import run_cycle
+from kai.engine.eligibility import EligibilityIndex
 from kai.engine.evictions.stale import may_be_stale
 from kai.engine.fragmentation import workload_of
 from kai.engine.memo import PodFacts, SnapshotMemo
-from kai.engine.model import EngineConfig, Pod, PodPhase, Snapshot, TopologyConstraint
+from kai.engine.model import (
+    EngineConfig,
+    Placement,
+    Pod,
+    PodPhase,
+    Snapshot,
+    Taint,
+    Toleration,
+    TopologyConstraint,
+)
 from kai.engine.queue_refusal import queue_refusal
 from kai.engine.topology import constrained
 from tests.unit.engine.builders import group, node, pod, queue, snapshot
@@ -37,6 +48,17 @@ QUEUE_TREES = (
     tuple(queue(name) for name in QUEUES),
     (queue("team-a"),),
     (*(queue(name) for name in QUEUES), queue("team-a-1", parent="team-a")),
+)
+
+
+TAINT = Taint("dedicated", "train", "NoSchedule")
+PLACEMENTS = (
+    Placement(),
+    Placement(node_selector=(("zone", "a"),)),
+    Placement(tolerations=(Toleration("dedicated", "Exists", None, None),)),
+    Placement(
+        node_selector=(("zone", "b"),), tolerations=(Toleration(None, "Exists", None, None),)
+    ),
 )
 
 
@@ -72,6 +94,7 @@ def _pod_of(draw: st.DrawFn, state: Snapshot, serial: int) -> Pod:
         gpu_groups=(f"dev-{on}-{draw(st.integers(0, 2))}",) if named else (),
         ours=draw(st.integers(0, 4)) > 0,
         phase=phase,
+        placement=draw(st.sampled_from(PLACEMENTS)),
     )
 
 
@@ -125,6 +148,8 @@ def _changed(draw: st.DrawFn, state: Snapshot, serial: int) -> Snapshot:
                 nodes[at],
                 gpu_memory_mib=draw(st.sampled_from([40_000, 80_000])),
                 ready=draw(st.booleans()),
+                labels=draw(st.sampled_from([(), (("zone", "a"),), (("zone", "b"),)])),
+                taints=draw(st.sampled_from([(), (TAINT,)])),
             )
     return dataclasses.replace(
         state,
@@ -177,6 +202,18 @@ def test_the_memo_sees_each_snapshot_as_a_cold_pass_does(data: st.DataObject) ->
         state = data.draw(_changed(state, 100 + serial))
         _assert_as_cold(memo.facts(state), state)
         _assert_partition_as_cold(memo, state)
+        _assert_eligibility_as_cold(memo, state, data.draw(st.sets(st.sampled_from(PLACEMENTS))))
+
+
+def _assert_eligibility_as_cold(memo: SnapshotMemo, state: Snapshot, asked: set[Placement]) -> None:
+    """The memo's index answers as a fresh one for every pod; the cycle asks about the
+    placements of its pods and some others (`asked`), which the next one keeps."""
+    index, cold = memo.eligibility(state.nodes), EligibilityIndex(state.nodes)
+    for p in state.pods:
+        assert index.nodes_for(p) == cold.nodes_for(p), p.placement
+    for serial, placement in enumerate(asked):
+        probe = pod(f"probe-{serial}", "g0", placement=placement)
+        assert index.nodes_for(probe) == cold.nodes_for(probe), placement
 
 
 def _assert_partition_as_cold(memo: SnapshotMemo, state: Snapshot) -> None:
