@@ -25,26 +25,26 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kai.engine.capacity import NodeCapacity
-from kai.engine.model import Pod
+from kai.engine.model import Node, Pod
 
 
 class CpuBalance:
     """The cluster's cores per GPU, and how well a node's free resources suit a pod."""
 
-    def __init__(self, capacity: Iterable[NodeCapacity]) -> None:
-        cores = 0.0
+    def __init__(self, nodes: Iterable[Node]) -> None:
+        cores = 0.0  # whole millicores: the sum is exact in any order
         gpus = 0
-        for cap in capacity:
-            if cap.node.gpus:
-                cores += float(cap.node.allocatable.cpu)
-                gpus += cap.node.gpus
-        self._millis_per_gpu = cores / gpus if gpus else 0.0
+        for node in nodes:
+            if node.gpus:
+                cores += float(node.allocatable.cpu)
+                gpus += node.gpus
+        self.millis_per_gpu = cores / gpus if gpus else 0.0
 
     def asks_for_cores(self, pod: Pod) -> bool:
         """More millicores per GPU than the cluster's GPU nodes have: such a pod's cores,
         more than its GPU, decide where the GPUs it leaves can still be used."""
         gpus = pod.gpu.whole + (float(pod.gpu.portion) * pod.gpu.devices)
-        return gpus > 0 and pod.cpu_millis / gpus > self._millis_per_gpu
+        return gpus > 0 and pod.cpu_millis / gpus > self.millis_per_gpu
 
     @staticmethod
     def mismatch(cap: NodeCapacity, pod: Pod) -> float:

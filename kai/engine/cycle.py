@@ -183,7 +183,15 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
         else None
     )
     kai_order = KaiOrder(
-        queues, shares, total, config, eligible_for, memory_mib, fragmentation, topology
+        queues,
+        shares,
+        total,
+        config,
+        eligible_for,
+        memory_mib,
+        fragmentation,
+        topology,
+        memo.cpu_balance(),
     )
 
     def run_greedy(

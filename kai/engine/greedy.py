@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from kai.engine.budget import QueueBudget, Refusal
 from kai.engine.capacity import NodeCapacity
+from kai.engine.cpu_balance import CpuBalance
 from kai.engine.fairshare import QueueShare
 from kai.engine.fragmentation import Fragmentation
 from kai.engine.gangs import GangRequest, pod_resources
@@ -140,12 +141,18 @@ class KaiOrder:
     KAI's fullest-node rule."""
     topology: TopologyIndex | None = None
     """The cycle's Topologies, for gangs with a `topologyConstraint`."""
+    balance: CpuBalance | None = None
+    """The cluster's cores per GPU, when the caller knows them (a memo's)."""
 
     def node_index(self, capacity: Mapping[str, NodeCapacity]) -> NodeIndex:
         """An index over this free capacity that finds nodes in this order's preference."""
         config = self.config
         return NodeIndex(
-            capacity, config.placement_strategy, config.device_placement, self.fragmentation
+            capacity,
+            config.placement_strategy,
+            config.device_placement,
+            self.fragmentation,
+            self.balance,
         )
 
 

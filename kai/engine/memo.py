@@ -30,6 +30,7 @@ from typing import TypeVar
 
 from kai.engine.accounting import accounting_device_memory
 from kai.engine.capacity import NodeCapacity, node_capacity, total_allocatable
+from kai.engine.cpu_balance import CpuBalance
 from kai.engine.eligibility import EligibilityIndex, node_accepts
 from kai.engine.evictions.stale import may_be_stale
 from kai.engine.fairshare import QueueUsage
@@ -130,6 +131,7 @@ class SnapshotMemo:
         self._watched: set[str] = set()  # groups that may be stale (see `may_be_stale`)
         self._measure: Fragmentation | None = None
         self._eligibility: EligibilityIndex | None = None  # the last cycle's
+        self._balance: CpuBalance | None = None  # kept while no node changes
         self._eligible: dict[Placement, frozenset[str]] = {}  # for the nodes as they are
 
     def facts(self, snapshot: Snapshot) -> PodFacts:
@@ -147,6 +149,7 @@ class SnapshotMemo:
         changed_nodes = _replace_changed(self._node_objects, snapshot.nodes, self._nodes)
         if changed_nodes:
             self._allocatable = None
+            self._balance = None
         asked = self._eligible if self._eligibility is None else self._eligibility.used()
         self._eligible = _eligible_after(asked, changed_nodes, self._nodes)
         self._eligibility = None
@@ -199,6 +202,13 @@ class SnapshotMemo:
         to date for the nodes that changed since."""
         index = self._eligibility = EligibilityIndex(nodes, self._eligible)
         return index
+
+    def cpu_balance(self) -> CpuBalance:
+        """The cluster's cores per GPU (`cpu_balance`) for the snapshot `facts` last saw:
+        its nodes' allocatable, worked out again only when a node changes."""
+        if self._balance is None:
+            self._balance = CpuBalance(self._nodes.values())
+        return self._balance
 
     def fragmentation(self, workload: Sequence[PodKind]) -> Fragmentation:
         """The fragmentation measure of this workload, built on what the last cycle's learnt

@@ -28,6 +28,7 @@ class NodeIndex:
         strategy: PlacementStrategy,
         device_strategy: PlacementStrategy | None = None,
         fragmentation: Fragmentation | None = None,
+        balance: CpuBalance | None = None,
     ) -> None:
         # Copied on write: a cycle's index changes a few nodes of thousands, and the free
         # capacity it starts from is the memo's, shared by every index of the cycle.
@@ -54,8 +55,9 @@ class NodeIndex:
         # Idle whole GPUs -> the states with that many (a state fixes them): a pod asking
         # for n looks only at states with n or more, most of a busy cluster's states fewer.
         self._by_level: dict[int, set[int]] = {}
-        # The cluster's cores per GPU, worked out at the first pod placed alone.
-        self._balance: CpuBalance | None = None
+        # The cluster's cores per GPU: given (a memo's), or worked out at the first pod
+        # placed alone.
+        self._balance = balance
 
     # -- checkpoints ---------------------------------------------------------------------
     def begin(self) -> None:
@@ -175,7 +177,7 @@ class NodeIndex:
         as for its growth."""
         balance = self._balance
         if balance is None:
-            balance = self._balance = CpuBalance(self.capacity.values())
+            balance = self._balance = CpuBalance(cap.node for cap in self.capacity.values())
         if balance.asks_for_cores(pod):
             return self._first_eligible(pod, tied, eligible, states, balance, cores_first=True)
         # Packing first: the proportion is worked out only for the states of the fewest idle

@@ -25,7 +25,7 @@ def _cluster() -> tuple[NodeIndex, CpuBalance]:
     # pod below goes, so every placement scores the same and only the tie-break decides.
     measure = Fragmentation(workload_of([pod("w", "w", portion=HALF, cpu=1000)] * 10))
     index = NodeIndex(capacity, PlacementStrategy.BINPACK, fragmentation=measure)
-    return index, CpuBalance(capacity.values())
+    return index, CpuBalance(nodes)
 
 
 def test_a_pod_asking_more_cores_per_gpu_than_the_cluster_goes_where_cores_are_in_proportion() -> (

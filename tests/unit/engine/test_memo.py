@@ -7,7 +7,8 @@ the memo sees the same snapshots one after the other, each a random change of th
 preemptibility or naming a Topology, appearing and disappearing; nodes changing device
 memory, readiness, labels or taints, joining and leaving; other schedulers' pods), as the
 operator's cache hands them over. Which nodes accept each pod's placement, which the memo
-keeps for the placements the last cycle asked about, is checked against a fresh index.
+keeps for the placements the last cycle asked about, is checked against a fresh index, and
+the cluster's cores per GPU against a fresh count.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from hypothesis import strategies as st
 from kai.engine.accounting import divisible_total, leaf_usage, pods_by_group
 from kai.engine.budget import leaf_names
 from kai.engine.capacity import NodeCapacity, initial_capacity
+from kai.engine.cpu_balance import CpuBalance
 from kai.engine.cycle import run_cycle
 from kai.engine.eligibility import EligibilityIndex
 from kai.engine.evictions.stale import may_be_stale
@@ -203,6 +205,7 @@ def test_the_memo_sees_each_snapshot_as_a_cold_pass_does(data: st.DataObject) ->
         _assert_as_cold(memo.facts(state), state)
         _assert_partition_as_cold(memo, state)
         _assert_eligibility_as_cold(memo, state, data.draw(st.sets(st.sampled_from(PLACEMENTS))))
+        assert memo.cpu_balance().millis_per_gpu == CpuBalance(state.nodes).millis_per_gpu
 
 
 def _assert_eligibility_as_cold(memo: SnapshotMemo, state: Snapshot, asked: set[Placement]) -> None:
