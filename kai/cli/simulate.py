@@ -31,7 +31,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--time-limit",
         type=float,
         default=1.0,
-        help="solver time per cycle, seconds (0: greedy only)",
+        help="solver time per cycle, seconds, counted as the solver's work: the same "
+        "input decides the same on a loaded machine, which may take longer (0: greedy only)",
     )
     parser.add_argument(
         "--placement", choices=[s.value for s in PlacementStrategy], default="binpack"
@@ -73,8 +74,10 @@ def run(args: argparse.Namespace) -> int:
     except (InputError, InvalidScenarioError) as error:
         print(str(error), file=sys.stderr)
         return EXIT_INVALID
-    config = EngineConfig(
-        time_limit_seconds=args.time_limit, placement_strategy=PlacementStrategy(args.placement)
+    config = EngineConfig(  # the same input prints the same bytes, however loaded the machine
+        time_limit_seconds=args.time_limit,
+        placement_strategy=PlacementStrategy(args.placement),
+        reproducible=True,
     )
     try:
         document = build_document(simulate(snapshot, args.rounds, config))

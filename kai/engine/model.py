@@ -304,6 +304,12 @@ class EvictionConfig:
     reclaimer_saturation_multiplier: Fraction = Fraction(1)
 
 
+REPRODUCIBLE_WALL_FACTOR = 30.0
+"""With `EngineConfig.reproducible`, a solve's wall-clock limit as a multiple of its
+budget: this machine runs 2-3 wall seconds per deterministic second, and the allocation
+model's later stages overrun their work budget up to threefold."""
+
+
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
     time_limit_seconds: float = 1.0
@@ -317,6 +323,12 @@ class EngineConfig:
     """Run OR-Tools in forked children (kai.engine.forked): each stage of the
     allocation model, and the eviction actions with their victim models, so that an
     OR-Tools abort costs that answer and not the process; `kai run` does."""
+    reproducible: bool = False
+    """Let every solve end on its deterministic work budget, with the wall clock only a
+    guard against a hung solve (`REPRODUCIBLE_WALL_FACTOR` times the limit): the same
+    snapshot then gives the same decisions however loaded the machine, and a cycle may
+    take longer than `time_limit_seconds` on a slow one. `kai simulate` and the trace
+    benchmark set it; `kai run` does not, as a live cycle must end on time."""
     evictions: EvictionConfig = EvictionConfig()
 
     @property

@@ -39,7 +39,7 @@ from kai.engine.evictions.scenario import Scenario
 from kai.engine.evictions.state import EvictionState
 from kai.engine.evictions.topology_seats import seat_preemptor, seats_keep_topology
 from kai.engine.evictions.victim_order import PodCost, VictimOrder
-from kai.engine.model import Placement, Pod
+from kai.engine.model import REPRODUCIBLE_WALL_FACTOR, Placement, Pod
 from kai.engine.resources import ResourceName, Resources
 from kai.engine.solver.lexicographic import Stage, Tier
 
@@ -116,7 +116,9 @@ def cp_sat_search(
         built.add_hint(hint)
     solver = cp_model.CpSolver()
     params = solver.parameters
-    params.max_time_in_seconds = time_limit * _WALL_BACKSTOP
+    params.max_time_in_seconds = time_limit * (
+        REPRODUCIBLE_WALL_FACTOR if state.config.reproducible else _WALL_BACKSTOP
+    )
     params.max_deterministic_time = time_limit * _DETERMINISTIC_TIME_PER_SECOND
     # One worker, whatever `solver_workers` gives the allocation model: starting a second
     # cost more than it searched. The 51 victim models of a 1,000-node engine benchmark

@@ -19,7 +19,7 @@ from kai.engine.eligibility import EligibilityIndex
 from kai.engine.gangs import GangRequest, pod_resources
 from kai.engine.greedy import AllocationOutcome, index_after
 from kai.engine.job_order import gang_order_key
-from kai.engine.model import EngineConfig, Queue
+from kai.engine.model import REPRODUCIBLE_WALL_FACTOR, EngineConfig, Queue
 from kai.engine.resources import exact_sum
 from kai.engine.solver.decode import decode
 from kai.engine.solver.isolated import solve_in_child
@@ -137,6 +137,7 @@ def optimize(
         config.solver_workers,
         config.random_seed,
         solve_in_child if config.isolate_solver else in_process,
+        REPRODUCIBLE_WALL_FACTOR if config.reproducible else 1.0,
     )
     if answer is None:
         return None

@@ -64,13 +64,15 @@ def solve(
     workers: int,
     seed: int,
     run: Run = in_process,
+    wall_factor: float = 1.0,
 ) -> SolverAnswer | None:
     """Optimise stage by stage; None when not even the first stage found a feasible answer.
 
     Each stage stops on its share of a deterministic work budget (reproducible, whatever
     the machine's load), and every stage gets a share, so no tier is left unoptimised by an
     earlier one using up the time. The wall-clock limit is the backstop: each stage may run
-    only until the cycle's limit less a small reserve for the stages after it. A stage's
+    only until the cycle's limit (times `wall_factor`, see `EngineConfig.reproducible`)
+    less a small reserve for the stages after it. A stage's
     optimum is fixed with the integer value of its objective (folded tiers exceed 2^53,
     where the solver's float objective is inexact).
 
@@ -85,7 +87,7 @@ def solve(
     model = allocation.model
     answer: SolverAnswer | None = None
     plan = stages(allocation.tiers) or []
-    wall_left = time_limit
+    wall_left = time_limit * wall_factor
     work_left = time_limit * _DETERMINISTIC_TIME_PER_SECOND
     for position, stage in enumerate(plan):
         later = len(plan) - position - 1
