@@ -20,9 +20,7 @@ from kai.engine.model import EngineConfig
 from kai.engine.solver import optimize
 from kai.engine.solver.lexicographic import Tier, stages
 from kai.engine.solver.solve import GREEDY_PROVED, in_process, solve
-from tests.unit.engine.staged import Staged
-
-HIGH = 2**40  # two tiers this wide cannot share a stage
+from tests.unit.engine.staged import Staged, two_stages
 
 
 class _Counted:
@@ -38,23 +36,8 @@ class _Counted:
         return in_process(model, parameters)
 
 
-def _two_stages(first_hint: int | None) -> tuple[Staged, cp_model.IntVar, cp_model.IntVar]:
-    """`first` at most 5, `second` at most 7; both hinted unless `first_hint` is None."""
-    model = cp_model.CpModel()
-    first = model.new_int_var(0, HIGH, "first")
-    second = model.new_int_var(0, HIGH, "second")
-    model.add(first <= 5)
-    model.add(second <= 7)
-    tiers = [Tier("first", first, HIGH), Tier("second", second, HIGH)]
-    assert len(stages(tiers)) == 2
-    if first_hint is not None:
-        model.add_hint(first, first_hint)
-    model.add_hint(second, 0)
-    return Staged(model, tiers), first, second
-
-
 def test_a_first_stage_proved_at_the_hints_value_ends_the_solve() -> None:
-    staged, first, _ = _two_stages(first_hint=5)
+    staged, first, _ = two_stages(first_hint=5)
     counted = _Counted()
     answer = solve(staged, 2.0, 1, 0, counted)  # type: ignore[arg-type]
     assert answer is not None
@@ -64,7 +47,7 @@ def test_a_first_stage_proved_at_the_hints_value_ends_the_solve() -> None:
 
 
 def test_a_first_stage_that_beats_the_hint_goes_on_to_the_next() -> None:
-    staged, first, second = _two_stages(first_hint=3)
+    staged, first, second = two_stages(first_hint=3)
     counted = _Counted()
     answer = solve(staged, 2.0, 1, 0, counted)  # type: ignore[arg-type]
     assert answer is not None
@@ -74,7 +57,7 @@ def test_a_first_stage_that_beats_the_hint_goes_on_to_the_next() -> None:
 
 
 def test_without_a_complete_hint_nothing_is_proved_and_every_stage_runs() -> None:
-    staged, _, second = _two_stages(first_hint=None)
+    staged, _, second = two_stages(first_hint=None)
     counted = _Counted()
     answer = solve(staged, 2.0, 1, 0, counted)  # type: ignore[arg-type]
     assert answer is not None

@@ -23,25 +23,12 @@ from bench.trace import Setup
 from kai.cli.main import main
 from kai.engine.cycle import run_cycle
 from kai.engine.model import REPRODUCIBLE_WALL_FACTOR, EngineConfig
-from kai.engine.solver.lexicographic import Tier, stages
 from kai.engine.solver.solve import SolverAnswer, in_process, solve
 from kai.simulate import rounds
-from tests.unit.engine.staged import Staged
+from tests.unit.engine.staged import two_stages
 
-HIGH = 2**40  # two tiers this wide cannot share a stage
 SOLVE = cp_model.CpSolver.solve
 LIMIT = 2.0
-
-
-def _two_stages() -> tuple[Staged, cp_model.IntVar, cp_model.IntVar]:
-    model = cp_model.CpModel()
-    first = model.new_int_var(0, HIGH, "first")
-    second = model.new_int_var(0, HIGH, "second")
-    model.add(first <= 5)
-    model.add(second <= 7)
-    tiers = [Tier("first", first, HIGH), Tier("second", second, HIGH)]
-    assert len(stages(tiers)) == 2
-    return Staged(model, tiers), first, second
 
 
 def _ten_times_slower(
@@ -54,7 +41,7 @@ def _ten_times_slower(
 
 
 def _solved(wall_factor: float) -> tuple[SolverAnswer, int, int]:
-    staged, first, second = _two_stages()
+    staged, first, second = two_stages(first_hint=None)
     answer = solve(staged, LIMIT, 1, 0, _ten_times_slower, wall_factor)  # type: ignore[arg-type]
     assert answer is not None
     return answer, answer.value(first), answer.value(second)
