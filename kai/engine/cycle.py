@@ -170,7 +170,7 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
             continue
         placeable.append(request)
 
-    eligible_for = memo.eligibility(snapshot.nodes)
+    eligible_for = memo.eligibility()
 
     fragmentation = (  # bin-packing's measure: spreading places by free GPUs alone
         memo.fragmentation(facts.workload)

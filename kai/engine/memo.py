@@ -196,11 +196,11 @@ class SnapshotMemo:
             [self._groups[key] for key in sorted(self._watched)],
         )
 
-    def eligibility(self, nodes: Sequence[Node]) -> EligibilityIndex:
-        """Which nodes accept each pod of the snapshot `facts` last saw (`nodes` are its
-        nodes): the placements the last cycle asked about keep their node sets, brought up
-        to date for the nodes that changed since."""
-        index = self._eligibility = EligibilityIndex(nodes, self._eligible)
+    def eligibility(self) -> EligibilityIndex:
+        """Which nodes accept each pod of the snapshot `facts` last saw: the placements the
+        last cycle asked about keep their node sets, brought up to date for the nodes that
+        changed since."""
+        index = self._eligibility = EligibilityIndex(self._nodes.values(), self._eligible)
         return index
 
     def cpu_balance(self) -> CpuBalance:

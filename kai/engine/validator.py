@@ -215,12 +215,6 @@ def _gang_gaps(group: PodGroup, members: list[Pod], added: list[Pod]) -> list[st
 
 def _check_queues(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) -> list[str]:
     queues = {queue.name: queue for queue in snapshot.queues}
-
-    def usage(pod: Pod, node_name: str) -> tuple[Fraction | int, Fraction, Fraction]:
-        memory_mib = nodes[node_name].gpu_memory_mib
-        gpus = pod.gpu.gpus_on(memory_mib) if pod.gpu.is_fractional else pod.gpu.whole
-        return gpus, pod.request.cpu, pod.request.memory
-
     totals: dict[str, _Tally] = defaultdict(_Tally)
     totals_np: dict[str, _Tally] = defaultdict(_Tally)
     grew: dict[str, list[bool]] = defaultdict(lambda: [False] * 3)
@@ -232,6 +226,12 @@ def _check_queues(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) ->
         return []
     groups = {group.key: group for group in snapshot.pod_groups}
     nodes = {node.name: node for node in snapshot.nodes}
+
+    def usage(pod: Pod, node_name: str) -> tuple[Fraction | int, Fraction, Fraction]:
+        memory_mib = nodes[node_name].gpu_memory_mib
+        gpus = pod.gpu.gpus_on(memory_mib) if pod.gpu.is_fractional else pod.gpu.whole
+        return gpus, pod.request.cpu, pod.request.memory
+
     chains: dict[str, tuple[list[str], list[str]]] = {}
     # A pod being deleted still holds its devices: it counts against the limit (not the
     # non-preemptible quota, which KAI's allocated decides) until it is gone.

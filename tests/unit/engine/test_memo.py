@@ -211,7 +211,7 @@ def test_the_memo_sees_each_snapshot_as_a_cold_pass_does(data: st.DataObject) ->
 def _assert_eligibility_as_cold(memo: SnapshotMemo, state: Snapshot, asked: set[Placement]) -> None:
     """The memo's index answers as a fresh one for every pod; the cycle asks about the
     placements of its pods and some others (`asked`), which the next one keeps."""
-    index, cold = memo.eligibility(state.nodes), EligibilityIndex(state.nodes)
+    index, cold = memo.eligibility(), EligibilityIndex(state.nodes)
     for p in state.pods:
         assert index.nodes_for(p) == cold.nodes_for(p), p.placement
     for serial, placement in enumerate(asked):
