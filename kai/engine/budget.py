@@ -141,8 +141,10 @@ class QueueBudget:
                 if (only is not None and reason != only) or not _applies(reason, preemptible):
                     continue
                 need = request.get(resource)
+                if not need:
+                    continue
                 used = self._used(queue, reason).get(resource)
-                if need and need > bound - used:
+                if _exceeds(need, used, bound):
                     return Cap(queue, resource, reason, bound, used).refusal(need)
         return None
 
@@ -186,6 +188,14 @@ class QueueBudget:
                 self.allocated_np[queue.name] = (
                     self.allocated_np.get(queue.name, NO_RESOURCES) + request
                 )
+
+
+def _exceeds(need: Fraction, used: Fraction, bound: Fraction) -> bool:
+    """need > bound - used, in ints when all three are whole (nearly always): every attempt
+    of every pass asks this of each cap up its queue chain."""
+    if need.denominator == 1 == used.denominator == bound.denominator:
+        return need.numerator > bound.numerator - used.numerator
+    return need > bound - used
 
 
 def leaf_names(queues: Iterable[Queue]) -> set[str]:

@@ -33,10 +33,11 @@ class GangRequest:
     the gang is scheduled whether or not the core fits, and it comes after new gangs."""
     # core_request per device size, memoised: queue ordering asks it at every step.
     _core: dict[int, Resources] = field(default_factory=dict, init=False, repr=False, compare=False)
+    key: str = field(init=False, repr=False, compare=False)
+    """The PodGroup's key, a field: the passes over pending gangs read it at every step."""
 
-    @property
-    def key(self) -> str:
-        return self.group.key
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", self.group.key)
 
     @property
     def needs_core(self) -> bool:

@@ -8,7 +8,7 @@ the solver finds nothing in time, and the baseline the benchmark compares agains
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kai.engine.budget import QueueBudget, Refusal
@@ -17,7 +17,7 @@ from kai.engine.cpu_balance import CpuBalance
 from kai.engine.fairshare import QueueShare
 from kai.engine.fragmentation import Fragmentation
 from kai.engine.gangs import GangRequest, pod_resources
-from kai.engine.job_order import Offer, OfferQueue, first_offer
+from kai.engine.job_order import Offer, OfferQueue, PendingOffers, first_offer
 from kai.engine.model import EngineConfig, Pod, Queue
 from kai.engine.node_index import NodeIndex
 from kai.engine.resources import NO_RESOURCES, Resources
@@ -175,15 +175,20 @@ def allocate_on_index(
     ledger: QueueBudget,
     order: KaiOrder,
     settled: Settled | None = None,
+    pending: PendingOffers | None = None,
+    without: Collection[str] = (),
 ) -> AllocationOutcome:
     """`allocate_in_kai_order` on an index the caller keeps: it takes what it places there,
-    so a caller that looks at many futures of the same room wraps each in a checkpoint."""
+    so a caller that looks at many futures of the same room wraps each in a checkpoint.
+    `pending` (less the gangs in `without`) are offered besides `gangs`."""
     offers = OfferQueue(
         order.queues,
         order.shares,
         lambda name: ledger.allocated.get(name, NO_RESOURCES),
         lambda offer: offer.size(order.accounting_memory_mib),
         order.total,
+        pending,
+        without,
     )
     for gang in gangs:
         offer = first_offer(gang)

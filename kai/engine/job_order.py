@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -79,6 +79,53 @@ def first_offer(request: GangRequest) -> Offer | None:
     return Offer(request, 0 if request.core else 1, _first_bucket(request))
 
 
+_Waiting = tuple[tuple[int, int, datetime, str], int, Offer]
+"""A waiting attempt in its leaf queue's heap: (job order key, when pushed, the offer)."""
+
+
+class PendingOffers:
+    """The first offers of a set of gangs, already in heaps per leaf queue, to start many
+    passes over the same gangs from: the eviction actions' look at the next cycle runs one
+    pass per decision over every gang still pending, and pushing them one by one was a
+    fifth of that look."""
+
+    def __init__(self, gangs: Iterable[GangRequest]) -> None:
+        self._heaps: dict[str, list[_Waiting]] = defaultdict(list)
+        self._leaf_of: dict[str, str] = {}
+        for gang in gangs:
+            offer = first_offer(gang)
+            if offer is not None:
+                leaf = gang.group.queue
+                self._heaps[leaf].append((offer.key(), len(self._leaf_of), offer))
+                self._leaf_of[gang.key] = leaf
+        for heap in self._heaps.values():
+            heapq.heapify(heap)
+        self.pushed = len(self._leaf_of)  # as if pushed one by one: the next push comes after
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._leaf_of
+
+    def heaps_without(self, keys: Collection[str]) -> dict[str, list[_Waiting]]:
+        """A copy of the heaps, less these gangs' offers (the copy is the caller's to pop)."""
+        heaps = {leaf: list(heap) for leaf, heap in self._heaps.items()}
+        _remove(heaps, {self._leaf_of[key] for key in keys if key in self._leaf_of}, keys)
+        return heaps
+
+    def discard(self, keys: Collection[str]) -> None:
+        """No longer offer these gangs (placed since)."""
+        _remove(self._heaps, {self._leaf_of.pop(key) for key in keys if key in self._leaf_of}, keys)
+
+
+def _remove(heaps: dict[str, list[_Waiting]], leaves: set[str], keys: Collection[str]) -> None:
+    for leaf in leaves:
+        kept = [entry for entry in heaps[leaf] if entry[2].gang.key not in keys]
+        heapq.heapify(kept)
+        if kept:
+            heaps[leaf] = kept
+        else:
+            del heaps[leaf]
+
+
 class OfferQueue:
     """KAI's `JobsOrderByQueues` as a queue of attempts: pop the next, push a gang back to grow.
 
@@ -95,13 +142,18 @@ class OfferQueue:
         allocated: Callable[[str], Resources],
         size: Callable[[Offer], Resources],
         total: Resources,
+        pending: PendingOffers | None = None,
+        without: Collection[str] = (),
     ) -> None:
+        """`pending`: gangs waiting from the start (less those in `without`), the same as
+        pushing each of their first offers."""
         self._queues, self._shares, self._allocated = queues, shares, allocated
         self._size, self._total = size, total
-        self._waiting: dict[str, list[tuple[tuple[int, int, datetime, str], int, Offer]]] = (
-            defaultdict(list)
-        )
+        self._waiting: dict[str, list[_Waiting]] = defaultdict(list)
         self._pushed = 0
+        if pending is not None:
+            self._waiting.update(pending.heaps_without(without))
+            self._pushed = pending.pushed
         self._children: dict[str | None, list[str]] = defaultdict(list)
         for queue in sorted(queues.values(), key=lambda q: q.name):
             self._children[queue.parent if queue.parent in queues else None].append(queue.name)

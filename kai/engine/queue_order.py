@@ -37,7 +37,9 @@ class ShareRatio:
         self.numerator, self.denominator = numerator, denominator
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, ShareRatio | Fraction | int):
+        # Keys are compared as tuples, so every comparison of two queues asks for equality
+        # first: the exact type is tested before the slower union.
+        if type(other) is not ShareRatio and not isinstance(other, Fraction | int):
             return NotImplemented
         return self.numerator * other.denominator == other.numerator * self.denominator
 
@@ -115,6 +117,17 @@ class DominantShare:
     def of(self, allocated: Resources) -> ShareRatio:
         return _dominant(self._inverses, _amounts(allocated))
 
+    def of_remainder(self, held: Resources, *away: Resources) -> ShareRatio:
+        """`of(held - sum(away))`, without building the Resources in between."""
+        return _dominant(
+            self._inverses,
+            (
+                _remainder(held.gpu, [amount.gpu for amount in away]),
+                _remainder(held.cpu, [amount.cpu for amount in away]),
+                _remainder(held.memory, [amount.memory for amount in away]),
+            ),
+        )
+
 
 Ratio = tuple[int, int]
 """An exact rational as (numerator, denominator > 0), not normalised: the queue order is
@@ -129,6 +142,14 @@ def _amounts(resources: Resources) -> tuple[Ratio, Ratio, Ratio]:
         (cpu.numerator, cpu.denominator),
         (memory.numerator, memory.denominator),
     )
+
+
+def _remainder(value: Fraction, away: list[Fraction]) -> Ratio:
+    numerator, denominator = value.numerator, value.denominator
+    for amount in away:
+        numerator = numerator * amount.denominator - amount.numerator * denominator
+        denominator *= amount.denominator
+    return numerator, denominator
 
 
 def _ratios(allocatable: Resources, total: Resources) -> tuple[Ratio | None, ...]:

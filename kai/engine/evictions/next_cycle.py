@@ -43,7 +43,6 @@ def undone_next_cycle(state: EvictionState, preemptor: Preemptor, scenario: Scen
 def _undone(
     state: EvictionState, index: NodeIndex, preemptor: Preemptor, scenario: Scenario
 ) -> bool:
-    inputs = state.inputs
     ledger = state.ledger.copy()
     victims: dict[str, list[Pod]] = defaultdict(list)
     for key, evicted in scenario.evicted.items():
@@ -70,13 +69,8 @@ def _undone(
             for pod in running.pods
         ]
         gangs += build_gang_requests([running.group], {key: pods})
-    waiting = {record.group for record in state.pipelined.values()}
-    gangs += [
-        request
-        for request in inputs.unplaced
-        if request.key not in victims and request.key not in waiting
-    ]
-    if preemptor.key not in {request.key for request in gangs}:
+    pending = state.pending_offers()
+    if preemptor.key not in pending and preemptor.key not in victims:
         gangs.append(preemptor.gang)
     preemptor_pods = [pod.key for pod in preemptor.pods]
     victim_pods = [pod.key for pods in victims.values() for pod in pods]
@@ -96,7 +90,7 @@ def _undone(
         untried.discard(key)
         return tried and (not untried or any(key in placed for key in victim_pods))
 
-    outcome = allocate_on_index(gangs, index, ledger, state.order, settled)
+    outcome = allocate_on_index(gangs, index, ledger, state.order, settled, pending, victims)
     placed = outcome.placements
     preemptor_placed = any(key in placed for key in preemptor_pods)
     victim_placed = any(key in placed for key in victim_pods)

@@ -27,6 +27,7 @@ from kai.engine.fairshare import QueueShare
 from kai.engine.fragmentation import Fragmentation
 from kai.engine.gangs import GangRequest, pod_resources
 from kai.engine.greedy import KaiOrder, PodPlacement
+from kai.engine.job_order import PendingOffers
 from kai.engine.model import (
     EngineConfig,
     PlacementStrategy,
@@ -105,6 +106,7 @@ class EvictionState:
     _order: KaiOrder | None = None
     _next_cycle: NodeIndex | None = None
     _ranked: RankedRoom | None = None
+    _pending_offers: PendingOffers | None = None
 
     @classmethod
     def start(cls, inputs: EvictionInputs) -> EvictionState:
@@ -309,6 +311,8 @@ class EvictionState:
         self._free_gpus = None
         self._lowest_victim_priority = None
         self._by_queue = None
+        if self._pending_offers is not None:
+            self._pending_offers.discard({record.group for record in decision.pipelined})
 
     def _change(self, node: str, change: Callable[[NodeCapacity], object]) -> None:
         """Change the node's future room, and the next-cycle index with it. The index goes
@@ -319,6 +323,16 @@ class EvictionState:
             self._ranked.change(node, change)
         else:
             change(self.future[node])
+
+    def pending_offers(self) -> PendingOffers:
+        """The first offers of the gangs still pending: not placed by the cycle's
+        allocation, nor pipelined by a decision so far."""
+        if self._pending_offers is None:
+            waiting = {record.group for record in self.pipelined.values()}
+            self._pending_offers = PendingOffers(
+                request for request in self.inputs.unplaced if request.key not in waiting
+            )
+        return self._pending_offers
 
     def ranked_room(self) -> RankedRoom:
         """The future room's nodes in seating order, for seatings on overlays of it."""

@@ -314,8 +314,10 @@ class VictimOrder:
         key, held, dominant_share = static
         found: QueueKey = key
         if dominant_share is not None:
-            victims = self._taken.get(name, NO_RESOURCES) + self._next_job(name)
-            found = (*key[:4], dominant_share.of(held - victims), *key[5:])
+            left = dominant_share.of_remainder(
+                held, self._taken.get(name, NO_RESOURCES), self._next_job(name)
+            )
+            found = (*key[:4], left, *key[5:])
         self._queue_keys[name] = found
         return found
 
