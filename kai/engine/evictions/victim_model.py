@@ -41,6 +41,7 @@ from kai.engine.evictions.topology_seats import seat_preemptor, seats_keep_topol
 from kai.engine.evictions.victim_order import PodCost, VictimOrder
 from kai.engine.model import REPRODUCIBLE_WALL_FACTOR, Placement, Pod
 from kai.engine.resources import ResourceName, Resources
+from kai.engine.solver.lean import LeanCpModel
 from kai.engine.solver.lexicographic import Stage, Tier
 
 _MIB = 2**20
@@ -157,7 +158,7 @@ class VictimModel:
         self.state, self.action, self.preemptor = state, action, preemptor
         self.options = {option.gang.key: option for option in options}
         self.order = order
-        self.model = cp_model.CpModel()
+        self.model = LeanCpModel()
         self.eligible_nodes = preemptor_nodes(state, preemptor)
         self.shape_of = _ShapeIndex(state)
         self.shapes: dict[ShapeKey, list[Pod]] = defaultdict(list)

@@ -24,6 +24,7 @@ from kai.engine.budget import QueueBudget
 from kai.engine.gangs import GangRequest, pod_resources
 from kai.engine.model import PlacementStrategy, Queue
 from kai.engine.resources import ResourceName, Resources
+from kai.engine.solver.lean import LeanCpModel
 from kai.engine.solver.lexicographic import Tier
 from kai.engine.solver.patterns import enumerate_patterns
 from kai.engine.solver.shapes import NodeClass, Shape
@@ -98,7 +99,7 @@ class DomainChoice:
 class AllocationModel:
     def __init__(self, data: ModelInput) -> None:
         self.data = data
-        self.model = cp_model.CpModel()
+        self.model = LeanCpModel()
         self.admit: dict[str, cp_model.IntVar] = {}
         self.elastic: dict[tuple[str, int], cp_model.IntVar] = {}
         self.count: dict[tuple[int, int], cp_model.IntVar] = {}
