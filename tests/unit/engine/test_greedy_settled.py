@@ -11,15 +11,14 @@ from __future__ import annotations
 
 from collections import Counter
 
-from kai.engine.accounting import divisible_total, pods_by_group, queue_shares
-from kai.engine.budget import QueueBudget
+from kai.engine.accounting import pods_by_group
 from kai.engine.capacity import initial_capacity
-from kai.engine.eligibility import EligibilityIndex
 from kai.engine.gangs import build_gang_requests
-from kai.engine.greedy import AllocationOutcome, KaiOrder, Settled, allocate_in_kai_order
+from kai.engine.greedy import AllocationOutcome, Settled, allocate_in_kai_order
 from kai.engine.job_order import Offer
-from kai.engine.model import EngineConfig, Snapshot
+from kai.engine.model import Snapshot
 from tests.unit.engine.builders import group, node, pod, queue, snapshot
+from tests.unit.engine.passes import order_and_ledger
 
 
 def _cluster() -> Snapshot:
@@ -32,16 +31,7 @@ def _cluster() -> Snapshot:
 
 
 def _allocate(snap: Snapshot, settled: Settled | None = None) -> AllocationOutcome:
-    shares = queue_shares(snap)
-    queues = {q.name: q for q in snap.queues}
-    ledger = QueueBudget(
-        queues,
-        {name: share.allocated for name, share in shares.items()},
-        {name: share.allocated_non_preemptible for name, share in shares.items()},
-    )
-    order = KaiOrder(
-        queues, shares, divisible_total(snap), EngineConfig(), EligibilityIndex(snap.nodes), 40_000
-    )
+    order, ledger = order_and_ledger(snap)
     gangs = build_gang_requests(snap.pod_groups, pods_by_group(snap))
     capacity = initial_capacity(snap.nodes, snap.pods)
     return allocate_in_kai_order(gangs, capacity, ledger, order, settled)

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import random
 
-from kai.engine.accounting import divisible_total, pods_by_group, queue_shares
-from kai.engine.budget import QueueBudget
+from kai.engine.accounting import pods_by_group
 from kai.engine.capacity import initial_capacity
-from kai.engine.eligibility import EligibilityIndex
 from kai.engine.gangs import GangRequest, build_gang_requests
-from kai.engine.greedy import AllocationOutcome, KaiOrder, allocate_on_index
+from kai.engine.greedy import AllocationOutcome, allocate_on_index
 from kai.engine.job_order import PendingOffers
-from kai.engine.model import EngineConfig, Pod, PodGroup, Snapshot
+from kai.engine.model import Pod, PodGroup, Snapshot
 from tests.unit.engine.builders import group, node, pod, queue, snapshot
+from tests.unit.engine.passes import order_and_ledger
 
 
 def _cluster(seed: int) -> Snapshot:
@@ -44,16 +43,7 @@ def _cluster(seed: int) -> Snapshot:
 def _pass(
     snap: Snapshot, gangs: list[GangRequest], pending: PendingOffers | None, without: set[str]
 ) -> AllocationOutcome:
-    shares = queue_shares(snap)
-    queues = {q.name: q for q in snap.queues}
-    ledger = QueueBudget(
-        queues,
-        {name: share.allocated for name, share in shares.items()},
-        {name: share.allocated_non_preemptible for name, share in shares.items()},
-    )
-    order = KaiOrder(
-        queues, shares, divisible_total(snap), EngineConfig(), EligibilityIndex(snap.nodes), 40_000
-    )
+    order, ledger = order_and_ledger(snap)
     index = order.node_index(initial_capacity(snap.nodes, snap.pods))
     return allocate_on_index(gangs, index, ledger, order, None, pending, without)
 
