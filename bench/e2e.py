@@ -44,8 +44,11 @@ etcd used during its measured time (`cpuSeconds`), which says where the time
 went on a machine they all share. After each burst the scheduler keeps running
 with every pod bound and nothing changing: once it has settled (kai: its status
 writes out and seen), `--idle-seconds` of its CPU per wall second is `idle`, what
-a quiet cluster costs it (kai also gives its cycles in that time). `--log-dir` keeps the schedulers' logs;
-`--kai-profile` runs kai's first burst under cProfile and writes its statistics
+a quiet cluster costs it (kai also gives its cycles in that time). Then
+`--steady-pods` pods come one at a time beside the burst's, each created a second
+after the one before is bound: `steady` is their latency and the scheduler's CPU
+per pod (kai: its cycles' mean time too), what one more pod costs on a busy
+cluster. `--log-dir` keeps the schedulers' logs; `--kai-profile` runs kai's first burst under cProfile and writes its statistics
 there. Output per contracts/bench.md; progress on stderr.
 
 kai runs from the checkout with its bytecode compiled first, as installing it (the
@@ -638,10 +641,13 @@ async def _burst(
         if side.scheduler == SCHEDULER_NAME:  # kai writes each pod's group, after its bind
             await groups.wait(names, args.timeout)
             cycles["groupsWrittenSeconds"] = round(max(groups.times(names)) - began, 2)
-        idle = {}
+        idle: dict[str, Any] = {}
         if process is not None and args.idle_seconds > 0:
             port = metrics_port if side.name == "kai" else None
             idle = {"idle": await _idle(process.pid, port, args.idle_seconds)}
+        if process is not None and args.steady_pods > 0:
+            port = metrics_port if side.name == "kai" else None
+            idle["steady"] = await _steady(kube, watch, side, run, args, process.pid, port)
     finally:
         if process is not None:
             _stop(process)
@@ -663,6 +669,51 @@ async def _burst(
     row.update({**cycles, "cpuSeconds": cpu, **idle})
     await _delete_pods(kube)
     return row
+
+
+async def _steady(
+    kube: Kube,
+    watch: FirstSeen,
+    side: Side,
+    run: int,
+    args: argparse.Namespace,
+    pid: int,
+    metrics_port: int | None,
+) -> dict[str, Any]:
+    """Beside the burst's pods, all bound: pods that come one at a time, each created once
+    the one before is bound and a pause has passed, as on a busy cluster that is steady.
+    Each one's creation-to-bind latency, and the scheduler's CPU and cycles meanwhile."""
+    names = _names(f"{side.prefix}-q{run}", args.steady_pods)
+    log(f"  steady: {len(names)} pods one at a time beside the burst's")
+    latencies = []
+    began, cpu_before = time.monotonic(), _cpu_seconds(pid)
+    totals_before = await _cycle_totals(metrics_port) if metrics_port is not None else (0, 0)
+    for name in names:
+        await asyncio.sleep(STEADY_PAUSE_SECONDS)
+        sent = time.monotonic()
+        await _create_pods(kube, [name], side.scheduler)
+        await watch.wait([name], args.timeout)
+        latencies.append(watch.bound[name] - sent)
+    await asyncio.sleep(STEADY_PAUSE_SECONDS)  # the last pod's cycle writes its status
+    wall, cpu = time.monotonic() - began, _cpu_seconds(pid) - cpu_before
+    found: dict[str, Any] = {
+        "pods": len(names),
+        "latencySeconds": _latency_summary(latencies),
+        "cpuSecondsPerPod": round(cpu / len(names), 3),
+        "seconds": round(wall, 1),
+    }
+    if metrics_port is not None:
+        count, total_ms = await _cycle_totals(metrics_port)
+        cycles = count - totals_before[0]
+        found["cycles"] = cycles
+        if cycles:
+            found["meanCycleSeconds"] = round((total_ms - totals_before[1]) / 1000 / cycles, 3)
+    return found
+
+
+STEADY_PAUSE_SECONDS = 1.0
+"""Between a steady pod's bind and the next one's create: its cycle's status writes and
+their watch events settle first, so each pod meets a scheduler that is idle."""
 
 
 async def _wait_bound(
@@ -771,7 +822,22 @@ def summarize_bursts(pods: int, rows: Sequence[Mapping[str, Any]]) -> dict[str, 
             for name in ("cpuPerSecond", "meanCycleSeconds")
             if all(name in found for found in idle)
         }
+    steady = [row["steady"] for row in rows if "steady" in row]
+    if steady:
+        summary["steady"] = {
+            "latencyP50Seconds": _median(row["latencySeconds"]["p50"] for row in steady),
+            "latencyP99Seconds": _median(row["latencySeconds"]["p99"] for row in steady),
+            **{
+                name: _median(row[name] for row in steady)
+                for name in ("cpuSecondsPerPod", "meanCycleSeconds")
+                if all(name in row for row in steady)
+            },
+        }
     return {**summary, "runs": list(rows)}
+
+
+def _median(values: Iterable[float]) -> float:
+    return round(statistics.median(values), 3)
 
 
 def summarize_streams(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -814,7 +880,7 @@ def ratio(numerator: float, denominator: float) -> float:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     binaries = locate_binaries(default_repo_root())
     compileall.compile_dir(default_repo_root() / "kai", quiet=1)  # see the module's docstring
-    most = max(args.pods, args.stream_pods + 1)
+    most = max(args.pods + args.steady_pods, args.stream_pods + 1)
     gpus_per_node = gpus_per_node_needed(args.nodes, most, args.shards, args.gpus_per_node)
     with (
         ControlPlane(binaries, default_repo_root() / "crds") as access,
@@ -946,6 +1012,8 @@ def _print_table(result: Mapping[str, Any]) -> None:
                 print(f"{'':15} every pod's PodGroup written at {row['groupsWrittenSeconds']} s")
             if "idle" in row:
                 print(f"{'':15} idle: {row['idle']}")
+            if "steady" in row:
+                print(f"{'':15} steady: {row['steady']}")
             for pool, cycles in (row.get("shardCycles") or {}).items():
                 print(
                     f"{'':15} {pool}: {cycles['cycles']:g} cycles,"
@@ -1005,6 +1073,12 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=10.0,
         help="after a burst, the scheduler's CPU while nothing changes, for this long (0: not)",
+    )
+    parser.add_argument(
+        "--steady-pods",
+        type=int,
+        default=0,
+        help="after a burst, beside its pods: this many pods one at a time (0: none)",
     )
     parser.add_argument(
         "--cooldown-seconds",

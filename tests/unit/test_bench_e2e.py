@@ -45,6 +45,21 @@ def test_a_burst_summary_is_the_median_run() -> None:
     assert summary["runs"] == rows
 
 
+def test_a_burst_summary_takes_the_steady_pods_medians() -> None:
+    def steady(p50: float, p99: float, cpu: float, cycle: float | None) -> dict[str, Any]:
+        found: dict[str, Any] = {
+            "latencySeconds": {"p50": p50, "p99": p99, "max": p99},
+            "cpuSecondsPerPod": cpu,
+        }
+        if cycle is not None:
+            found["meanCycleSeconds"] = cycle
+        return {"seconds": 1.0, "firstBindSeconds": 0.1, "steady": found}
+
+    rows = [steady(0.2, 0.3, 1.0, 0.2), steady(0.4, 0.9, 0.5, None), steady(0.3, 0.5, 3.0, 0.1)]
+    summary = summarize_bursts(100, rows)["steady"]
+    assert summary == {"latencyP50Seconds": 0.3, "latencyP99Seconds": 0.5, "cpuSecondsPerPod": 1.0}
+
+
 def test_a_stream_summary_takes_each_figure_s_median() -> None:
     rows = [
         {"firstBindSeconds": 0.5, "latencySeconds": {"p50": 0.2, "p99": 1.0, "max": 3.0}},
