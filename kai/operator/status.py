@@ -37,156 +37,39 @@ megabytes).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime
-from fractions import Fraction
 from typing import Any
 
 import structlog
 
-from kai.api.constants import NVIDIA_GPU_RESOURCE
-from kai.engine.accounting import accounting_device_memory
 from kai.engine.fairshare import QueueShare
-from kai.engine.gangs import pod_resources
 from kai.engine.group_decision import GroupDecision
-from kai.engine.model import UNLIMITED, PodPhase, Snapshot
-from kai.engine.resources import Resources, ResourceSum
+from kai.engine.model import PodPhase, Snapshot
 from kai.kube.client import Kube
 from kai.kube.writes import run_bounded
 from kai.operator.cache import ClusterView
 from kai.operator.events import UNSCHEDULABLE, WARNING, EventRecorder, InvolvedObject
+from kai.operator.status_totals import KeptTotals, StatusTotals, resource_list
 
 log = structlog.get_logger(__name__)
 
 UNSCHEDULABLE_ON_NODE_POOL = "UnschedulableOnNodePool"
-_MB = 10**6
 
 
 EXTENSION_FIELDS = ("fairShare", "deserved")
 """Queue status fields KAI's Queue CRD does not declare (its API server prunes them)."""
 
 
-def resource_list(value: Resources) -> dict[str, str]:
-    """A ResourceList of quantities: GPU devices, CPU millicores, memory megabytes."""
-    return {
-        NVIDIA_GPU_RESOURCE: _decimal(value.gpu),
-        "cpu": f"{_decimal(value.cpu)}m",
-        "memory": _memory(value.memory),
-    }
-
-
-def _memory(amount: Fraction) -> str:
-    """Megabytes when whole, else bytes: an exact quantity (2Gi is 2147483648, not 2147.48M)."""
-    megabytes = amount / _MB
-    if megabytes.denominator == 1:
-        return f"{megabytes.numerator}M"
-    return _decimal(amount)
-
-
-def _decimal(amount: Fraction) -> str:
-    if amount == UNLIMITED:
-        return "-1"
-    if amount.denominator == 1:
-        return str(amount.numerator)
-    return format(round(float(amount), 6), "g")
-
-
-@dataclass(frozen=True, slots=True)
-class StatusTotals:
-    """The resource totals of a PodGroup's or a Queue's status, as KAI's controllers sum them."""
-
-    allocated: Resources = field(default_factory=Resources)
-    allocated_non_preemptible: Resources = field(default_factory=Resources)
-    requested: Resources = field(default_factory=Resources)
-
-    def __add__(self, other: StatusTotals) -> StatusTotals:
-        return StatusTotals(
-            self.allocated + other.allocated,
-            self.allocated_non_preemptible + other.allocated_non_preemptible,
-            self.requested + other.requested,
-        )
-
-    def resources_status(self) -> dict[str, dict[str, str]]:
-        return {
-            "allocated": resource_list(self.allocated),
-            "allocatedNonPreemptible": resource_list(self.allocated_non_preemptible),
-            "requested": resource_list(self.requested),
-        }
-
-
-_NOTHING = Resources()
-
-
-class _TotalsSum:
-    """StatusTotals added up exactly and fast, a `ResourceSum` per total: each status pass
-    sums every pod of the cluster into its group and every group into its queue, and
-    adding `Fraction`s one by one was a sixth of the live scheduler's time in a burst."""
-
-    __slots__ = ("allocated", "allocated_non_preemptible", "requested")
-
-    def __init__(self) -> None:
-        self.allocated = ResourceSum()
-        self.allocated_non_preemptible = ResourceSum()
-        self.requested = ResourceSum()
-
-    def add(self, totals: StatusTotals) -> None:
-        self.allocated.add(totals.allocated)
-        self.allocated_non_preemptible.add(totals.allocated_non_preemptible)
-        self.requested.add(totals.requested)
-
-    def total(self) -> StatusTotals:
-        return StatusTotals(
-            self.allocated.total(), self.allocated_non_preemptible.total(), self.requested.total()
-        )
-
-
-def group_totals(after: Snapshot) -> dict[str, StatusTotals]:
-    """Each PodGroup's totals as KAI's pod-group controller counts its pods (pod.go):
-    requested by every pod in phase Pending or Running, allocated by those on a node.
-
-    A group of one pod (every plain pod's) takes its pod's amount as it is: summing it
-    made three exact sums and nine `Fraction`s per group, a tenth of the live
-    scheduler's time in a burst of plain pods."""
-    nodes = {node.name: node for node in after.nodes}
-    preemptible = {group.key: group.preemptible for group in after.pod_groups}
-    default_memory = accounting_device_memory(after)
-    alone: dict[str, StatusTotals] = {}  # the group's one pod so far
-    sums: dict[str, _TotalsSum] = {}
-    for pod in after.pods:
-        if pod.group not in preemptible or pod.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED):
-            continue
-        node = nodes.get(pod.node or "")
-        amount = pod_resources(pod, node.gpu_memory_mib if node else default_memory)
-        # Bound, or being deleted while it still runs on its node: KAI's pod phase is
-        # Running (or Pending with PodScheduled) either way.
-        on_node = pod.phase is PodPhase.BOUND or (
-            pod.phase is PodPhase.RELEASING and pod.node is not None
-        )
-        allocated = amount if on_node else _NOTHING
-        totals = StatusTotals(allocated, _NOTHING if preemptible[pod.group] else allocated, amount)
-        group = sums.get(pod.group)
-        if group is None:
-            first = alone.pop(pod.group, None)
-            if first is None:
-                alone[pod.group] = totals
-                continue
-            group = sums[pod.group] = _TotalsSum()
-            group.add(first)
-        group.add(totals)
-    return {**alone, **{key: group.total() for key, group in sums.items()}}
-
-
 def queue_statuses(
     queues: Iterable[Mapping[str, Any]],
-    groups: Mapping[str, StatusTotals],
-    group_queues: Mapping[str, str],
+    own: Mapping[str, StatusTotals],
     shares: Mapping[str, QueueShare],
 ) -> dict[str, dict[str, Any]]:
     """The status of every Queue object, as KAI's queue controller writes it, plus the
     engine's fair share for the queues that take part in its division.
 
-    `groups` are PodGroup totals by group key and `group_queues` each group's queue.
+    `own` are each queue's own totals, the sums over its PodGroups (`KeptTotals`).
     A queue's totals are its PodGroups' and its children's (resource_updater.go);
     `childQueues` lists the queues naming it as `spec.parentQueue`
     (childqueues_updater.go) in name order. KAI's order is its informer index's, which
@@ -203,10 +86,6 @@ def queue_statuses(
     for name, parent in sorted(parents.items()):
         if parent:
             children[parent].append(name)
-    sums: dict[str, _TotalsSum] = defaultdict(_TotalsSum)
-    for key, totals in groups.items():
-        sums[group_queues.get(key, "")].add(totals)
-    own = {name: queue.total() for name, queue in sums.items()}
 
     def subtree(name: str, seen: set[str]) -> StatusTotals:
         seen.add(name)
@@ -236,6 +115,12 @@ class StatusWriter:
         self._events = events
         self._concurrency = concurrency
         self._written: dict[str, Mapping[str, Any]] = {}  # object -> the status last written
+        self._totals = KeptTotals()
+        # Group key -> the PodGroup object and decision of the last pass that found its
+        # status as wanted: while neither changes, nor its totals, it is not worked out
+        # again (most of a busy cluster's groups, every pass).
+        self._settled: dict[str, tuple[Mapping[str, Any], GroupDecision]] = {}
+        self._seen: tuple[Collection[str], Collection[str]] = ((), ())  # queues, groups
         self.writes = 0
 
     @property
@@ -273,21 +158,30 @@ class StatusWriter:
     ) -> None:
         writes: list[tuple[str, Any]] = []
         wants: dict[str, Mapping[str, Any]] = {}
-        totals = group_totals(after)
-        group_queues = {group.key: group.queue for group in after.pod_groups}
+        for key in self._totals.update(after):
+            self._settled.pop(key, None)
+        totals = self._totals.groups
         queues = {
             str((queue.get("metadata") or {}).get("name") or ""): queue
             for queue in view.queues.values()
         }
-        for name, wanted in queue_statuses(queues.values(), totals, group_queues, shares).items():
+        for name, wanted in queue_statuses(queues.values(), self._totals.queues(), shares).items():
             what = f"Queue {name}"
             if self._differs(what, queues[name].get("status") or {}, wanted):
                 writes.append((what, self._patcher(_queue_path(name), wanted)))
                 wants[what] = wanted
-        pending_pods = _pending_pods_by_group(after)
+        announced: list[tuple[Mapping[str, Any], GroupDecision]] = []
+        settled = self._settled
         for key, decision in decisions.items():
             group = view.pod_groups.get(key)
             if group is None:
+                continue
+            kept = settled.get(key)
+            if (
+                kept is not None
+                and kept[0] is group
+                and (kept[1] is decision or kept[1] == decision)
+            ):
                 continue
             current = group.get("status") or {}
             conditions = _scheduling_conditions(current, decision, now, self._node_pool)
@@ -299,8 +193,15 @@ class StatusWriter:
             if self._differs(what, current, wanted):
                 writes.append((what, self._patcher(pod_group_path(group), wanted)))
                 wants[what] = wanted
+                settled.pop(key, None)
+            else:
+                settled[key] = (group, decision)
             if conditions and conditions != current.get("schedulingConditions", []):
-                self._announce(group, decision, pending_pods.get(key, []))
+                announced.append((group, decision))
+        if announced:
+            pending_pods = _pending_pods_by_group(after)
+            for group, decision in announced:
+                self._announce(group, decision, pending_pods.get(_key(group), []))
         self.writes += len(writes)
         failures = await run_bounded(writes, self._concurrency)
         for what, status in wants.items():
@@ -310,11 +211,16 @@ class StatusWriter:
                 log.warning("status not written", object=what, error=str(failures[what]))
             else:
                 self._written[what] = status
-        present = {f"Queue {name}" for name in view.queues} | {
-            f"PodGroup {key}" for key in view.pod_groups
-        }
-        for what in [w for w in self._written if w not in present]:
-            del self._written[what]
+        seen = (view.queues.keys(), view.pod_groups.keys())
+        if seen != self._seen:  # objects came or went: forget what is kept of those gone
+            self._seen = (set(seen[0]), set(seen[1]))
+            for key in settled.keys() - view.pod_groups.keys():
+                del settled[key]
+            present = {f"Queue {name}" for name in view.queues} | {
+                f"PodGroup {key}" for key in view.pod_groups
+            }
+            for what in [w for w in self._written if w not in present]:
+                del self._written[what]
 
     def _patcher(self, path: str, status: Mapping[str, Any]) -> Any:
         return lambda: self._kube.merge_patch(f"{path}/status", {"status": status})
@@ -353,6 +259,11 @@ def _scheduling_conditions(
 
 def _empty(value: Any) -> bool:
     return value is None or value in ([], {})
+
+
+def _key(group: Mapping[str, Any]) -> str:
+    metadata = group.get("metadata") or {}
+    return f"{metadata.get('namespace')}/{metadata.get('name')}"
 
 
 def _pending_pods_by_group(after: Snapshot) -> dict[str, list[InvolvedObject]]:

@@ -22,7 +22,8 @@ from kai.engine.resources import Resources
 from kai.kube.client import Kube, connect
 from kai.operator.cache import ClusterView
 from kai.operator.events import EventRecorder
-from kai.operator.status import StatusWriter, group_totals, queue_statuses
+from kai.operator.status import StatusWriter, queue_statuses
+from kai.operator.status_totals import KeptTotals
 from kai.testing.controlplane import ClusterAccess
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -54,13 +55,9 @@ def _running(queue: str, gpus: int) -> Snapshot:
 
 def _status(queue: dict[str, Any], gpus: int) -> dict[str, Any]:
     """The status written for `queue` while `gpus` GPUs run in it, as the server keeps it."""
-    snapshot = _running(queue["metadata"]["name"], gpus)
-    status = queue_statuses(
-        [queue],
-        group_totals(snapshot),
-        {"ns/g": queue["metadata"]["name"]},
-        {queue["metadata"]["name"]: _share(gpus)},
-    )
+    totals = KeptTotals()
+    totals.update(_running(queue["metadata"]["name"], gpus))
+    status = queue_statuses([queue], totals.queues(), {queue["metadata"]["name"]: _share(gpus)})
     return {k: v for k, v in status[queue["metadata"]["name"]].items() if v is not None}
 
 

@@ -19,13 +19,8 @@ from kai.engine.resources import Resources
 from kai.kube.client import Kube
 from kai.operator.cache import ClusterView
 from kai.operator.events import EventRecorder
-from kai.operator.status import (
-    StatusTotals,
-    StatusWriter,
-    group_totals,
-    queue_statuses,
-    resource_list,
-)
+from kai.operator.status import StatusWriter, queue_statuses
+from kai.operator.status_totals import KeptTotals, StatusTotals, resource_list
 from tests.unit.engine.builders import GI, group, node, pod
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -70,15 +65,14 @@ TREE = [
 
 
 def test_child_queues_and_totals_of_a_three_level_tree() -> None:
-    groups = {
-        "ns/v": StatusTotals(Resources.of(2), Resources(), Resources.of(3)),
-        "ns/n": StatusTotals(Resources.of(1), Resources.of(1), Resources.of(1)),
-        "ns/i": StatusTotals(Resources.of(4), Resources(), Resources.of(4)),
+    own = {  # each queue's own totals: its PodGroups'
+        "vision": StatusTotals(Resources.of(2), Resources(), Resources.of(3)),
+        "nlp": StatusTotals(Resources.of(1), Resources.of(1), Resources.of(1)),
+        "infra": StatusTotals(Resources.of(4), Resources(), Resources.of(4)),
     }
-    owners = {"ns/v": "vision", "ns/n": "nlp", "ns/i": "infra"}
     shares = {name: _share(1) for name in ("root", "research", "vision")}
 
-    statuses = queue_statuses(TREE, groups, owners, shares)
+    statuses = queue_statuses(TREE, own, shares)
 
     # Children in name order; a queue with none has no childQueues (KAI's omitempty).
     assert {name: status["childQueues"] for name, status in statuses.items()} == {
@@ -119,8 +113,9 @@ def test_child_queues_and_totals_of_a_three_level_tree() -> None:
 
 def test_an_orphan_queue_gets_its_status_and_its_missing_parent_nothing() -> None:
     queues = [_queue("orphan", "gone"), _queue("kid", "orphan")]
-    groups = {"ns/g": StatusTotals(Resources.of(1), Resources(), Resources.of(2))}
-    statuses = queue_statuses(queues, groups, {"ns/g": "kid"}, {})
+    statuses = queue_statuses(
+        queues, {"kid": StatusTotals(Resources.of(1), Resources(), Resources.of(2))}, {}
+    )
     assert set(statuses) == {"orphan", "kid"}
     assert statuses["orphan"]["childQueues"] == ["kid"]
     assert statuses["orphan"]["allocated"][GPU] == "1"
@@ -129,8 +124,9 @@ def test_an_orphan_queue_gets_its_status_and_its_missing_parent_nothing() -> Non
 
 def test_a_parent_cycle_counts_each_queue_once() -> None:
     queues = [_queue("a", "b"), _queue("b", "a")]
-    groups = {"ns/g": StatusTotals(Resources.of(1), Resources(), Resources.of(1))}
-    statuses = queue_statuses(queues, groups, {"ns/g": "a"}, {})
+    statuses = queue_statuses(
+        queues, {"a": StatusTotals(Resources.of(1), Resources(), Resources.of(1))}, {}
+    )
     assert statuses["a"]["allocated"][GPU] == "1"
     assert statuses["b"]["allocated"][GPU] == "1"
     assert statuses["a"]["childQueues"] == ["b"]
@@ -165,7 +161,9 @@ def test_group_totals_count_pods_as_kais_pod_group_controller_does() -> None:
         *(group(name, "q") for name in ("one-pre", "one-waiting", "one-done")),
     )
     after = Snapshot((node("n1"),), tuple(pods), groups, (), NOW)
-    totals = group_totals(after)
+    kept = KeptTotals()
+    kept.update(after)
+    totals = kept.groups
     one_gpu = Resources(Fraction(1), Fraction(100), Fraction(GI))
     assert totals["ns/one-np"] == StatusTotals(one_gpu, one_gpu, one_gpu)
     share = Resources(Fraction(1, 4), Fraction(100), Fraction(GI))
@@ -255,7 +253,7 @@ def test_a_condition_another_writer_set_is_left_as_it_is() -> None:
         "message": "set by someone else",
         "lastTransitionTime": "2026-01-01T00:00:00Z",
     }
-    shown = _without_nulls(queue_statuses([_queue("solo")], {}, {}, {})["solo"])
+    shown = _without_nulls(queue_statuses([_queue("solo")], {}, {})["solo"])
     writer, fake = _writer()
     asyncio.run(
         writer.publish(
