@@ -19,11 +19,12 @@ because binding them keeps failing.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Container, Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from typing import Any, Generic, TypeVar
+from operator import attrgetter
+from typing import Any, Generic, TypeVar, cast
 
 import structlog
 
@@ -68,12 +69,34 @@ class Overlay:
 
 
 class ParseMemo(Generic[T]):
-    """Parse results by object key, reused while the object's version is unchanged."""
+    """Parse results by object key, reused while the object's version is unchanged.
+
+    The watch cache replaces an object that changes, never changes it in place, so an
+    object that is the very one parsed last cycle is not looked at again (`kept`): on a
+    busy cluster working out each of 8,000 pods' version, group and overlay was most of
+    a snapshot (70 ms of a one-pod cycle)."""
 
     def __init__(self) -> None:
-        # key -> (version, result, what it was parsed from, as the caller gave it)
-        self._entries: dict[str, tuple[Hashable, T | ManifestError, Any]] = {}
-        self._next: dict[str, tuple[Hashable, T | ManifestError, Any]] = {}
+        # key -> (version, result, what it was parsed from as the caller gave it, and the
+        # object itself when the result follows from it alone)
+        self._entries: dict[str, tuple[Hashable, T | ManifestError, Any, object]] = {}
+        self._next: dict[str, tuple[Hashable, T | ManifestError, Any, object]] = {}
+
+    def kept(
+        self, objects: Mapping[str, object], unless: Container[str] = ()
+    ) -> tuple[list[T], list[str]]:
+        """Last cycle's results for the objects that are the very ones they were parsed from
+        alone (see `get`'s `origin`), but for the keys in `unless`; and the keys of the
+        others, to `get`. One loop over all of them: it runs for every pod, every cycle."""
+        entries, after, results, others = self._entries, self._next, [], []
+        for key, obj in objects.items():
+            entry = entries.get(key)
+            if entry is not None and entry[3] is obj and key not in unless:
+                after[key] = entry
+                results.append(cast(T, entry[1]))
+            else:
+                others.append(key)
+        return results, others
 
     def get(
         self,
@@ -82,9 +105,11 @@ class ParseMemo(Generic[T]):
         parse: Callable[[], T],
         source: object = None,
         reuse: Callable[[Any, T], T | None] | None = None,
+        origin: object = None,
     ) -> T | ManifestError:
         """The object parsed; `reuse(earlier source, earlier result)`, when given, may work
-        out a new version's result from the earlier one's (None: parse it)."""
+        out a new version's result from the earlier one's (None: parse it). `origin`: the
+        object, when the result depends on nothing else, for `kept` in later cycles."""
         entry = self._entries.get(key)
         if entry is None or entry[0] != version:
             found: T | ManifestError | None = None
@@ -95,13 +120,20 @@ class ParseMemo(Generic[T]):
                     found = parse()
                 except ManifestError as error:
                     found = error
-            entry = (version, found, source)
+            entry = (version, found, source, _kept_from(found, origin))
+        elif entry[3] is not origin:
+            entry = (*entry[:3], _kept_from(entry[1], origin))
         self._next[key] = entry
         return entry[1]
 
     def end_cycle(self) -> None:
         """Forget objects this cycle did not ask for: they are gone from the cluster."""
         self._entries, self._next = self._next, {}
+
+
+def _kept_from(found: object, origin: object) -> object:
+    """The origin a result is kept for: none for an error, reported every cycle."""
+    return None if isinstance(found, ManifestError) else origin
 
 
 class SnapshotBuilder:
@@ -115,6 +147,7 @@ class SnapshotBuilder:
         self._pods: ParseMemo[Pod] = ParseMemo()
         self._siblings = SiblingParser()
         self._topologies: ParseMemo[Topology] = ParseMemo()
+        self._classes_version: tuple[tuple[str, int], ...] | None = None
         self._reported: set[str] = set()  # problems logged, as of the last cycle
         self._reported_now: set[str] = set()  # problems seen this cycle
 
@@ -131,7 +164,8 @@ class SnapshotBuilder:
         held = {key for key in overlay.held if key in groups}
         for key in held:
             set_aside[key] = overlay.held[key]
-        pods = [pod for pod in pods if pod.group not in held or pod.phase is not PodPhase.PENDING]
+        if held:
+            pods = [p for p in pods if p.group not in held or p.phase is not PodPhase.PENDING]
         topologies = self._parse_topologies(view)
         for memo in (self._nodes, self._queues, self._groups, self._pods, self._topologies):
             memo.end_cycle()
@@ -139,9 +173,9 @@ class SnapshotBuilder:
         # A problem gone from the cluster is forgotten, so the memory does not grow for ever.
         self._reported, self._reported_now = self._reported_now, set()
         return Snapshot(
-            nodes=tuple(sorted(nodes, key=lambda n: n.name)),
-            pods=tuple(sorted(pods, key=lambda p: p.key)),
-            pod_groups=tuple(sorted(groups.values(), key=lambda g: g.key)),
+            nodes=tuple(sorted(nodes, key=_name)),
+            pods=tuple(sorted(pods, key=_key)),
+            pod_groups=tuple(sorted(groups.values(), key=_key)),
             queues=tuple(sorted(queues, key=lambda q: q.name)),
             now=now,
             set_aside=tuple(sorted(set_aside.values(), key=lambda s: s.group)),
@@ -164,9 +198,12 @@ class SnapshotBuilder:
         return classes
 
     def _parse_nodes(self, view: ClusterView) -> list[Node]:
-        nodes = []
-        for key, manifest in view.nodes.items():
-            parsed = self._nodes.get(key, _version(manifest), partial(parse_node, manifest))
+        nodes, others = self._nodes.kept(view.nodes)
+        for key in others:
+            manifest = view.nodes[key]
+            parsed = self._nodes.get(
+                key, _version(manifest), partial(parse_node, manifest), origin=manifest
+            )
             if isinstance(parsed, ManifestError):
                 self._report(key, parsed)
             else:
@@ -221,21 +258,33 @@ class SnapshotBuilder:
         set_aside: dict[str, SetAside],
     ) -> dict[str, PodGroup]:
         classes_version = tuple(sorted(priority_classes.items()))
+        # A group's parse depends on the priority classes too: kept ones count only while
+        # those are the same.
+        same_classes = classes_version == self._classes_version
+        self._classes_version = classes_version
         manifests: dict[str, Mapping[str, Any]] = dict(view.pod_groups)
         for plan in overlay.plans.values():
             manifests.setdefault(plan.key, plan.manifest)
+        kept, others = self._groups.kept(manifests) if same_classes else ([], list(manifests))
         groups: dict[str, PodGroup] = {}
-        for key, manifest in manifests.items():
+        for group in kept:
+            if broken_queues and group.queue in broken_queues:
+                others.append(group.key)  # set aside below, as the queue's parse says
+            else:
+                groups[group.key] = group
+        for key in others:
+            manifest = manifests[key]
             parsed = self._groups.get(
                 key,
                 (_version(manifest), classes_version),
                 partial(parse_pod_group, manifest, priority_classes),
+                origin=manifest,
             )
-            queue = str((manifest.get("spec") or {}).get("queue") or "")
             if isinstance(parsed, ManifestError):
-                set_aside[key] = SetAside(key, queue, INVALID_POD_GROUP, str(parsed))
-            elif parsed.queue in broken_queues:
-                set_aside[key] = SetAside(key, queue, INVALID_QUEUE, broken_queues[parsed.queue])
+                set_aside[key] = SetAside(key, _queue_of(manifest), INVALID_POD_GROUP, str(parsed))
+            elif broken_queues and parsed.queue in broken_queues:
+                reason = broken_queues[parsed.queue]
+                set_aside[key] = SetAside(key, _queue_of(manifest), INVALID_QUEUE, reason)
             else:
                 groups[key] = parsed
         return groups
@@ -249,7 +298,14 @@ class SnapshotBuilder:
     ) -> list[Pod]:
         pods: list[Pod] = []
         reservations: list[Pod] = []
-        for key, manifest in view.pods.items():
+        overlaid = overlay.plans.keys() | overlay.assumed.keys()
+        namespace = self._reservation_namespace
+        in_reservations = f"{namespace}/"
+        kept, others = self._pods.kept(view.pods, overlaid)
+        for pod in kept:
+            (reservations if pod.namespace == namespace else pods).append(pod)
+        for key in others:
+            manifest = view.pods[key]
             plan = overlay.plans.get(key)
             group_key = plan.key if plan else annotated_pod_group_key(manifest) or ""
             if not group_key and not _on_a_node(manifest) and key not in overlay.assumed:
@@ -257,12 +313,16 @@ class SnapshotBuilder:
                 # (A burst's first cycle parsed 4,500 such pods: 0.3 s before its binds.)
                 continue
             readable = grouped_manifest(manifest, plan) if plan is not None else manifest
+            parse: Callable[[], Pod] = partial(self._siblings.parse, readable, group_key)
+            if key.startswith(in_reservations):  # a device's holder: counted, never scheduled
+                parse = partial(_not_ours, parse)
             parsed = self._pods.get(
                 key,
                 (_version(manifest), group_key, plan is not None),
-                partial(self._siblings.parse, readable, group_key),
+                parse,
                 (group_key, readable),
                 partial(_reparsed, group_key, readable),
+                None if key in overlaid else manifest,  # kept only when the cache alone decided
             )
             if isinstance(parsed, ManifestError):
                 self._set_pod_aside(key, readable, group_key, parsed, groups, set_aside)
@@ -275,11 +335,11 @@ class SnapshotBuilder:
                     node=assumed.node,
                     gpu_groups=parsed.gpu_groups or assumed.gpu_groups,
                 )
-            if parsed.namespace == self._reservation_namespace:
-                reservations.append(dataclasses.replace(parsed, scheduler_is_ours=False))
+            if parsed.namespace == namespace:
+                reservations.append(parsed)
             else:
                 pods.append(parsed)
-        return pods + counted_reservations(reservations, pods)
+        return pods + counted_reservations(reservations, pods) if reservations else pods
 
     def _set_pod_aside(
         self,
@@ -307,6 +367,18 @@ class SnapshotBuilder:
         if text not in self._reported:
             self._reported.add(text)
             log.warning("object left out of scheduling", object=key, problem=text)
+
+
+_key = attrgetter("key")
+_name = attrgetter("name")
+
+
+def _not_ours(parse: Callable[[], Pod]) -> Pod:
+    return dataclasses.replace(parse(), scheduler_is_ours=False)
+
+
+def _queue_of(manifest: Mapping[str, Any]) -> str:
+    return str((manifest.get("spec") or {}).get("queue") or "")
 
 
 def _on_a_node(manifest: Mapping[str, Any]) -> bool:

@@ -1,0 +1,210 @@
+"""A snapshot builder that keeps last cycle's parses builds what a new builder builds.
+
+The builder takes an object that is the very one it parsed last cycle as parsed
+(`ParseMemo.kept`): the watch cache replaces an object that changes. Over runs of
+random changes to the cache (pods created, grouped, bound, finished, deleted, some
+invalid; PodGroups created, changed and deleted, some invalid; a queue breaking and
+mending; priority classes changing; reservation pods; the overlay's plans, assumed
+binds and held groups coming and going), a long-lived builder's snapshot equals the
+snapshot a builder that never saw the cluster builds from the same view and overlay.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Any
+
+from kai.engine.model import SetAside
+from kai.grouping import PodGroupPlan
+from kai.operator.cache import ClusterView
+from kai.operator.snapshot import Assumed, Overlay, SnapshotBuilder
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+RESERVATIONS = "kai-resource-reservation"
+NODES = ("n1", "n2", "n3")
+
+
+def _node(name: str) -> dict[str, Any]:
+    resources = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1",
+                     "labels": {"nvidia.com/gpu.memory": "40960"}},
+        "status": {"allocatable": resources, "capacity": resources,
+                   "conditions": [{"type": "Ready", "status": "True"}]},
+    }  # fmt: skip
+
+
+def _queue(name: str, version: int, weight: object = 1) -> dict[str, Any]:
+    unlimited = {"quota": -1, "limit": -1, "overQuotaWeight": weight}
+    return {
+        "apiVersion": "scheduling.run.ai/v2",
+        "kind": "Queue",
+        "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": str(version)},
+        "spec": {"resources": {"gpu": unlimited, "cpu": unlimited, "memory": unlimited}},
+    }
+
+
+def _group(name: str, version: int, min_member: object, priority_class: str | None) -> dict:
+    spec: dict[str, Any] = {"queue": "q", "minMember": min_member}
+    if priority_class is not None:
+        spec["priorityClassName"] = priority_class
+    return {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "team", "uid": f"uid-{name}",
+                     "resourceVersion": str(version)},
+        "spec": spec,
+    }  # fmt: skip
+
+
+def _pod(
+    name: str, version: int, group: str | None, node: str | None, gpus: object, phase: str
+) -> dict[str, Any]:
+    annotations = {"pod-group-name": group} if group else {}
+    spec: dict[str, Any] = {
+        "schedulerName": "kai-scheduler",
+        "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": gpus},
+                                                   "limits": {"nvidia.com/gpu": gpus}}}],
+    }  # fmt: skip
+    if node:
+        spec["nodeName"] = node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "team", "uid": f"uid-{name}",
+                     "resourceVersion": str(version), "annotations": annotations,
+                     "labels": {"kai.scheduler/queue": "q"}},
+        "spec": spec,
+        "status": {"phase": phase},
+    }  # fmt: skip
+
+
+def _reservation(name: str, node: str, device: str) -> dict[str, Any]:
+    found = _pod(name, 1, None, node, "1", "Running")
+    found["metadata"]["namespace"] = RESERVATIONS
+    found["metadata"]["labels"] = {"runai-gpu-group": device}
+    return found
+
+
+class _Cache:
+    """The watch cache's stores: a changed object is a new object."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.version = 1
+        self.nodes = {name: _node(name) for name in NODES}
+        self.queues = {"q": _queue("q", 1)}
+        self.groups: dict[str, dict[str, Any]] = {}
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.classes: dict[str, dict[str, Any]] = {}
+        self.made = 0
+
+    def step(self) -> Overlay:
+        rng = self.rng
+        self.version += 1
+        for _ in range(rng.randint(0, 3)):
+            self._create()
+        for key in rng.sample(sorted(self.pods), min(len(self.pods), rng.randint(0, 3))):
+            self._change_pod(key)
+        for key in rng.sample(sorted(self.groups), min(len(self.groups), rng.randint(0, 1))):
+            name = self.groups[key]["metadata"]["name"]
+            if rng.random() < 0.2:
+                del self.groups[key]
+            else:
+                self.groups[key] = _group(name, self.version, *self._group_fields())
+        if rng.random() < 0.1:
+            self.queues["q"] = _queue("q", self.version, rng.choice((1, 2, "heavy")))  # bad: broken
+        if rng.random() < 0.1:
+            self.classes = (
+                {}
+                if self.classes
+                else {"high": {"metadata": {"name": "high", "uid": "uid-high",
+                                            "resourceVersion": "1"}, "value": 1000}}
+            )  # fmt: skip
+        if rng.random() < 0.15:
+            device = f"dev-{self.version}"
+            self.pods[f"{RESERVATIONS}/r-{self.version}"] = _reservation(
+                f"r-{self.version}", rng.choice(NODES), device
+            )
+        return self._overlay()
+
+    def _group_fields(self) -> tuple[object, str | None]:
+        rng = self.rng
+        return rng.choice((1, 1, 2, "many")), rng.choice((None, None, "high"))
+
+    def _create(self) -> None:
+        rng = self.rng
+        self.made += 1
+        name = f"p{self.made}"
+        group = f"g{self.made}" if rng.random() < 0.8 else None
+        if group is not None:
+            self.groups[f"team/{group}"] = _group(group, self.version, *self._group_fields())
+        gpus = rng.choice(("1", "1", "2", "lots"))
+        self.pods[f"team/{name}"] = _pod(name, self.version, group, None, gpus, "Pending")
+
+    def _change_pod(self, key: str) -> None:
+        rng = self.rng
+        found = self.pods[key]
+        if rng.random() < 0.25:
+            del self.pods[key]
+            return
+        changed = copy.deepcopy(found)
+        changed["metadata"]["resourceVersion"] = str(self.version)
+        if not changed["spec"].get("nodeName"):
+            changed["spec"]["nodeName"] = rng.choice(NODES)
+            changed["status"]["phase"] = "Running"
+        else:
+            changed["status"]["phase"] = rng.choice(("Succeeded", "Failed", "Running"))
+        self.pods[key] = changed
+
+    def _overlay(self) -> Overlay:
+        """What the scheduler lays over the cache: plans for some ungrouped pods, assumed
+        binds for some pending ones, and a held group."""
+        rng = self.rng
+        plans: dict[str, PodGroupPlan] = {}
+        assumed: dict[str, Assumed] = {}
+        for key, found in sorted(self.pods.items()):
+            if key.startswith(RESERVATIONS):
+                continue
+            annotated = found["metadata"]["annotations"].get("pod-group-name")
+            if not annotated and rng.random() < 0.5:
+                name = f"planned-{found['metadata']['name']}"
+                manifest = _group(name, 1, 1, None)
+                plans[key] = PodGroupPlan(name, "team", manifest, {"pod-group-name": name}, {})
+            elif not found["spec"].get("nodeName") and rng.random() < 0.3:
+                assumed[key] = Assumed(rng.choice(NODES), ())
+        held: dict[str, SetAside] = {}
+        if self.groups and rng.random() < 0.3:
+            key = rng.choice(sorted(self.groups))
+            held[key] = SetAside(key, "q", "BindBackoff", "binding keeps failing")
+        return Overlay(plans, assumed, held)
+
+    def view(self) -> ClusterView:
+        def of(objects: dict[str, Any]) -> MappingProxyType[str, Any]:
+            return MappingProxyType(dict(objects))
+
+        empty: MappingProxyType[str, Any] = MappingProxyType({})
+        return ClusterView(
+            of(self.nodes), of(self.pods), of(self.queues), of(self.groups), of(self.classes),
+            empty, self.version,
+        )  # fmt: skip
+
+
+def test_a_builder_that_keeps_parses_builds_what_a_new_builder_builds() -> None:
+    kept_any = False
+    for seed in range(25):
+        cache = _Cache(random.Random(seed))
+        builder = SnapshotBuilder(RESERVATIONS)
+        for _ in range(30):
+            overlay = cache.step()
+            view = cache.view()
+            built = builder.build(view, overlay, NOW)
+            fresh = SnapshotBuilder(RESERVATIONS).build(view, overlay, NOW)
+            assert built == fresh, seed
+            kept_any = kept_any or bool(built.pods)
+    assert kept_any
