@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from kai.api.shards import PodVerdicts, Shard
+from kai.api.shards import KeptCut, Shard
 from kai.kube.cache import Objects, WatchCache
 from kai.kube.client import Kube
 from kai.kube.informer import Resource
@@ -55,7 +55,7 @@ class ClusterCache(WatchCache):
     def __init__(self, kube: Kube, watch_seconds: int = 300, shard: Shard | None = None) -> None:
         super().__init__(kube, WATCHED, watch_seconds)
         self._shard = shard
-        self._verdicts = PodVerdicts()  # a cycle cuts the cache three times
+        self._verdicts = KeptCut()  # a cycle cuts the cache three times
 
     def view(self) -> ClusterView:
         whole = self.whole_view()

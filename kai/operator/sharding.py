@@ -17,7 +17,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from kai.api.shards import PodVerdicts, Shard, shard_objects
+from kai.api.shards import KeptCut, Shard, shard_objects
 from kai.grouping import PodGroupPlan
 
 if TYPE_CHECKING:  # kai.operator.cache applies shard_view to every view it hands out
@@ -25,10 +25,10 @@ if TYPE_CHECKING:  # kai.operator.cache applies shard_view to every view it hand
 
 
 def shard_view(
-    view: ClusterView, shard: Shard, remembered: PodVerdicts | None = None
+    view: ClusterView, shard: Shard, remembered: KeptCut | None = None
 ) -> ClusterView:
     """The view as one shard sees it; priority classes and definitions are cluster-wide.
-    `remembered`: the pods' verdicts from the cut before (see `PodVerdicts`)."""
+    `remembered`: the verdicts of the cut before (see `Verdicts`)."""
     cut = shard_objects(shard, view.nodes, view.queues, view.pod_groups, view.pods, remembered)
     return dataclasses.replace(
         view, nodes=cut.nodes, queues=cut.queues, pod_groups=cut.pod_groups, pods=cut.pods

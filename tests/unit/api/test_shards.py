@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kai.api.shards import PodVerdicts, Shard, shard_objects
+from kai.api.shards import KeptCut, Shard, Verdicts, shard_objects
 
 POOL = "kai.scheduler/node-pool"
 
@@ -95,7 +95,7 @@ def test_a_pool_shard_labels_the_pods_it_binds_with_its_pool_as_kai() -> None:
 
 
 def test_a_remembered_cut_is_the_cut_as_the_pods_nodes_and_groups_change() -> None:
-    remembered = {shard: PodVerdicts() for shard in (Shard("a"), Shard())}
+    remembered = {shard: KeptCut() for shard in (Shard("a"), Shard())}
     pods = dict(PODS)
     groups = dict(GROUPS)
     steps = [
@@ -105,6 +105,10 @@ def test_a_remembered_cut_is_the_cut_as_the_pods_nodes_and_groups_change() -> No
             {"ml/not-seen-yet": {"metadata": _meta("not-seen-yet", "b", namespace="ml")}}
         ),
         lambda: pods.update({"ml/ga-0": _pod("ga-0", group="gd")}),  # re-annotated
+        lambda: groups.update({"ml/gd": {"metadata": _meta("gd", "a", namespace="ml")}}),  # moved
+        lambda: groups.pop("ml/not-seen-yet"),
+        lambda: pods.pop("ml/new-d"),
+        lambda: groups.update({"ml/gd": {"metadata": _meta("gd", None, namespace="ml")}}),  # back
     ]
     for step in steps:
         step()
@@ -120,7 +124,7 @@ def test_a_pod_is_judged_again_only_when_it_or_what_its_verdict_depends_on_chang
         judged.append(pod["metadata"]["name"])
         return True
 
-    verdicts = PodVerdicts()
+    verdicts = Verdicts()
     basis = (frozenset({"a-1"}), frozenset({"ml/ga"}), frozenset({"ml/ga"}))
     verdicts.kept(PODS, basis, keep)
     assert len(judged) == len(PODS)
