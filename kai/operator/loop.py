@@ -47,11 +47,9 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from concurrent.futures import Executor, Future
 from datetime import UTC, datetime
-from typing import Any
 
 import structlog
 
-from kai.api.pods import gpu_groups
 from kai.api.shards import Shard
 from kai.engine.accounting import queue_shares
 from kai.engine.cycle import CycleResult, preload_solver
@@ -72,6 +70,7 @@ from kai.operator.isolation import Engine, remembering_engine, run_isolating
 from kai.operator.metrics import Metrics
 from kai.operator.pod_grouper import Plans, PodGrouper
 from kai.operator.sharding import foreign_plans, without_pods
+from kai.operator.sharing_facts import SharingFacts
 from kai.operator.snapshot import Assumed, Overlay, SnapshotBuilder
 from kai.operator.stamps import StampWriter, start_annotations
 from kai.operator.status import StatusWriter
@@ -159,6 +158,7 @@ class SchedulingLoop:
         self._grouper = grouper
         self._binder = binder
         self._sharing = sharing
+        self._sharing_facts = SharingFacts(sharing.namespace)
         self._status = status
         self._stamps = stamps
         self._events = events
@@ -591,15 +591,16 @@ class SchedulingLoop:
 
     async def _tend_reservations(self) -> None:
         """Collect reservation pods nobody uses and publish devices to pods, on a fresh view."""
-        fresh = self._cache.view()
-        reservations = reservation_pods(fresh.pods, self._sharing.namespace)
+        facts = self._sharing_facts
+        facts.update(self._cache.view().pods)
+        reservations = facts.reservations
         self._sharing.forget_created(reservations)
-        in_use = set(_groups_in_use(fresh.pods, self._sharing.namespace))
+        in_use = facts.in_use
         in_use.update(g for entry in self._assumed.values() for g in entry.placement.gpu_groups)
         # A later cycle's binds may be going out meanwhile (a burst's), its devices' too.
         in_use.update(g for placement in self._binding().values() for g in placement.gpu_groups)
         await self._sharing.collect_garbage(reservations, in_use)
-        await self._sharing.publish_devices(fresh.pods, reservations)
+        await self._sharing.publish_devices(facts.waiting, reservations)
 
     def _record(
         self,
@@ -754,14 +755,3 @@ def _with_binds(snapshot: Snapshot, bound: Mapping[str, Assumed]) -> Snapshot:
         for pod in snapshot.pods
     )
     return dataclasses.replace(snapshot, pods=pods)
-
-
-def _groups_in_use(pods: Mapping[str, Mapping[str, Any]], reservations: str) -> Iterator[str]:
-    """Shared-device groups held by user pods that occupy a node (bound and not finished)."""
-    for pod in pods.values():
-        if (pod.get("metadata") or {}).get("namespace") == reservations:
-            continue
-        spec = pod.get("spec") or {}
-        phase = (pod.get("status") or {}).get("phase")
-        if spec.get("nodeName") and phase not in ("Succeeded", "Failed"):
-            yield from gpu_groups(((pod.get("metadata") or {}).get("labels")) or {})
