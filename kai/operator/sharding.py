@@ -24,9 +24,7 @@ if TYPE_CHECKING:  # kai.operator.cache applies shard_view to every view it hand
     from kai.operator.cache import ClusterView
 
 
-def shard_view(
-    view: ClusterView, shard: Shard, remembered: KeptCut | None = None
-) -> ClusterView:
+def shard_view(view: ClusterView, shard: Shard, remembered: KeptCut | None = None) -> ClusterView:
     """The view as one shard sees it; priority classes and definitions are cluster-wide.
     `remembered`: the verdicts of the cut before (see `Verdicts`)."""
     cut = shard_objects(shard, view.nodes, view.queues, view.pod_groups, view.pods, remembered)
