@@ -478,6 +478,8 @@ class Binder:
 def still_held(held: Mapping[str, Held], pods: Mapping[str, Mapping[str, Any]]) -> dict[str, Held]:
     """The held pods (by uid) the cache does not settle yet: forgotten once it shows that
     uid bound, or no pod with that uid (deleted, or replaced by a newer pod of the name)."""
+    if not held:  # most cycles: no bind waits for its watch event (the cache has thousands)
+        return {}
     unbound = {
         (pod.get("metadata") or {}).get("uid")
         for pod in pods.values()

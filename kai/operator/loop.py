@@ -158,7 +158,7 @@ class SchedulingLoop:
         self._grouper = grouper
         self._binder = binder
         self._sharing = sharing
-        self._sharing_facts = SharingFacts(sharing.namespace)
+        self._sharing_facts: SharingFacts | None = None  # made at the first upkeep
         self._status = status
         self._stamps = stamps
         self._events = events
@@ -585,13 +585,16 @@ class SchedulingLoop:
     def _prune_assumed(self, view: ClusterView) -> None:
         """Forget binds the cache now shows, and those whose pod (by uid) is gone."""
         self._assumed = still_held(self._assumed, view.pods)
-        self._backoff.forget_missing(
-            {str((pod.get("metadata") or {}).get("uid")) for pod in view.pods.values()}
-        )
+        if self._backoff:  # the uids of thousands of pods, only when a bind failed
+            self._backoff.forget_missing(
+                {str((pod.get("metadata") or {}).get("uid")) for pod in view.pods.values()}
+            )
 
     async def _tend_reservations(self) -> None:
         """Collect reservation pods nobody uses and publish devices to pods, on a fresh view."""
         facts = self._sharing_facts
+        if facts is None:
+            facts = self._sharing_facts = SharingFacts(self._sharing.namespace)
         facts.update(self._cache.view().pods)
         reservations = facts.reservations
         self._sharing.forget_created(reservations)

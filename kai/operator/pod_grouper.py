@@ -35,6 +35,7 @@ from kai.api.constants import POD_GROUP_ANNOTATION, SCHEDULER_NAME
 from kai.api.errors import ManifestError
 from kai.api.shards import NODE_POOL_LABEL_KEY
 from kai.grouping import GroupingError, PodGroupPlan, plan_pod_group
+from kai.kube.changes import StoreChanges
 from kai.kube.client import ApiError, Kube
 from kai.kube.owners import OwnerChainError, OwnerReader
 from kai.operator.burst import cycle_bound, first_in_line
@@ -77,6 +78,35 @@ class Plans:
         return {**self.written, **fresh}
 
 
+@dataclass(frozen=True)
+class _Candidate:
+    """A pod of ours that needs a group, or may: one not annotated, or bound and naming one."""
+
+    named: str | None  # "namespace/name" of the group a bound pod names; None: not annotated
+    uid: str
+
+
+def _candidate(pod: Mapping[str, Any], reservation_namespace: str) -> _Candidate | None:
+    """Whether the pod may need a group, and why; None when it never does as it is."""
+    metadata = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    phase = (pod.get("status") or {}).get("phase")
+    if not (
+        spec.get("schedulerName") == SCHEDULER_NAME
+        and metadata.get("namespace") != reservation_namespace
+        and metadata.get("deletionTimestamp") is None
+        and phase not in ("Succeeded", "Failed")
+    ):
+        return None
+    uid = str(metadata.get("uid"))
+    named = (metadata.get("annotations") or {}).get(POD_GROUP_ANNOTATION)
+    if not named:
+        return _Candidate(None, uid)
+    if spec.get("nodeName"):
+        return _Candidate(f"{metadata.get('namespace')}/{named}", uid)
+    return None
+
+
 class PodGrouper:
     def __init__(
         self,
@@ -106,6 +136,10 @@ class PodGrouper:
         self._reported: dict[str, str] = {}  # pod uid -> last grouping problem
         self._owed: dict[str, PodGroupPlan] = {}  # group key -> plan: bound in a burst, not written
         self._named_elsewhere: set[str] = set()  # uids of bound pods naming a group not theirs
+        # Pod key -> why the pod may need a group, for the pods that may: read again only
+        # for the pods that changed (a busy cluster has thousands, few change a cycle).
+        self._changes = StoreChanges()
+        self._candidates: dict[str, _Candidate] = {}
 
     async def plan(
         self,
@@ -121,10 +155,19 @@ class PodGrouper:
         self._forget_settled(view)
         self._forget_reports_of_gone(view)
         in_flight = in_flight or {}
+        changed, gone = self._changes.since_last(view.pods)
+        for key in (*changed, *gone):
+            self._candidates.pop(key, None)
+        for key in changed:
+            found = _candidate(view.pods[key], self._reservation_namespace)
+            if found is not None:
+                self._candidates[key] = found
         waiting = [
-            (key, pod)
-            for key, pod in view.pods.items()
-            if key not in self._written and key not in in_flight and self._needs_group(pod, view)
+            (key, view.pods[key])
+            for key, candidate in self._candidates.items()
+            if key not in self._written
+            and key not in in_flight
+            and self._needs_group(candidate, view)
         ]
         self._refused &= {key for key, _ in waiting}
         waiting, deferred = first_in_line(
@@ -183,26 +226,11 @@ class PodGrouper:
         if written:
             self._owed.pop(group, None)
 
-    def _needs_group(self, pod: Mapping[str, Any], view: ClusterView) -> bool:
+    def _needs_group(self, candidate: _Candidate, view: ClusterView) -> bool:
         """Not annotated yet; or bound, naming a group the cluster lacks (its scheduler
         stopped before it wrote the group: see the module's docstring)."""
-        metadata = pod.get("metadata") or {}
-        spec = pod.get("spec") or {}
-        phase = (pod.get("status") or {}).get("phase")
-        if not (
-            spec.get("schedulerName") == SCHEDULER_NAME
-            and metadata.get("namespace") != self._reservation_namespace
-            and metadata.get("deletionTimestamp") is None
-            and phase not in ("Succeeded", "Failed")
-        ):
-            return False
-        named = (metadata.get("annotations") or {}).get(POD_GROUP_ANNOTATION)
-        if not named:
-            return True
-        return (
-            bool(spec.get("nodeName"))
-            and f"{metadata.get('namespace')}/{named}" not in view.pod_groups
-            and metadata.get("uid") not in self._named_elsewhere
+        return candidate.named is None or (
+            candidate.named not in view.pod_groups and candidate.uid not in self._named_elsewhere
         )
 
     def _is_its_group(self, pod: Mapping[str, Any], plan: PodGroupPlan) -> bool:
