@@ -33,7 +33,7 @@ from kai.engine.capacity import NodeCapacity, node_capacity, total_allocatable
 from kai.engine.cpu_balance import CpuBalance
 from kai.engine.eligibility import EligibilityIndex, node_accepts
 from kai.engine.evictions.stale import may_be_stale
-from kai.engine.fairshare import QueueUsage
+from kai.engine.fairshare import QueueShare, QueueUsage, compute_fair_shares
 from kai.engine.fragmentation import (
     Fragmentation,
     KindKey,
@@ -195,6 +195,12 @@ class SnapshotMemo:
             _PodsOf(self._members),
             [self._groups[key] for key in sorted(self._watched)],
         )
+
+    def queue_shares(self, snapshot: Snapshot) -> dict[str, QueueShare]:
+        """Each queue's fair share of the snapshot, as `accounting.queue_shares` divides it,
+        from this memo's facts (the live scheduler's status and metrics after each cycle)."""
+        facts = self.facts(snapshot)
+        return compute_fair_shares(facts.total, snapshot.queues, facts.usage)
 
     def eligibility(self) -> EligibilityIndex:
         """Which nodes accept each pod of the snapshot `facts` last saw: the placements the

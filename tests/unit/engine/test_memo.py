@@ -22,7 +22,7 @@ from fractions import Fraction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kai.engine.accounting import divisible_total, leaf_usage, pods_by_group
+from kai.engine.accounting import divisible_total, leaf_usage, pods_by_group, queue_shares
 from kai.engine.budget import leaf_names
 from kai.engine.capacity import NodeCapacity, initial_capacity
 from kai.engine.cpu_balance import CpuBalance
@@ -206,6 +206,7 @@ def test_the_memo_sees_each_snapshot_as_a_cold_pass_does(data: st.DataObject) ->
         _assert_partition_as_cold(memo, state)
         _assert_eligibility_as_cold(memo, state, data.draw(st.sets(st.sampled_from(PLACEMENTS))))
         assert memo.cpu_balance().millis_per_gpu == CpuBalance(state.nodes).millis_per_gpu
+        assert memo.queue_shares(state) == queue_shares(state)
 
 
 def _assert_eligibility_as_cold(memo: SnapshotMemo, state: Snapshot, asked: set[Placement]) -> None:
