@@ -56,12 +56,20 @@ class ClusterCache(WatchCache):
         super().__init__(kube, WATCHED, watch_seconds)
         self._shard = shard
         self._verdicts = KeptCut()  # a cycle cuts the cache three times
+        self._view: ClusterView | None = None
 
     def view(self) -> ClusterView:
+        """The shard's view of the cache; the same object again while the cache has not
+        changed since it was taken (a cycle takes three, each copying and cutting every
+        store: a change bumps the revision, see `WatchCache`)."""
+        last = self._view
+        if last is not None and last.revision == self.revision:
+            return last
         whole = self.whole_view()
-        if self._shard is None:
-            return whole
-        return shard_view(whole, self._shard, self._verdicts)
+        self._view = (
+            whole if self._shard is None else shard_view(whole, self._shard, self._verdicts)
+        )
+        return self._view
 
     def whole_view(self) -> ClusterView:
         return ClusterView(

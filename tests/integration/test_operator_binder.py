@@ -335,6 +335,21 @@ async def test_a_held_bind_is_kept_until_the_cache_shows_it_bound(kit: Kit) -> N
     assert still_held(report.held, bound.pods) == {}
 
 
+async def test_the_cache_hands_out_one_view_until_something_changes(kit: Kit) -> None:
+    """A cycle takes several views; while no watch event changed the cache they are one
+    object (copying and cutting thousands of objects again gave the same), and the first
+    after a change shows it."""
+    cache = ClusterCache(kit.kube)
+    async with _running(cache):
+        await cache.wait_synced()
+        first = cache.view()
+        assert cache.view() is first
+        await kit.make_pod("late")
+        later = await _view_when(cache, lambda v: _uid(v, kit, "late") is not None)
+    assert later is not first
+    assert _uid(first, kit, "late") is None
+
+
 @pytest.mark.parametrize(("min_member", "bound"), [(3, set()), (2, {"worker-0", "worker-2"})])
 async def test_a_gang_is_not_bound_below_its_minimum_when_a_label_patch_fails(
     kit: Kit, min_member: int, bound: set[str]
