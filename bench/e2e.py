@@ -460,11 +460,17 @@ async def _idle(pid: int, metrics_port: int | None, seconds: float) -> dict[str,
     wall, cpu = time.monotonic() - began, _cpu_seconds(pid) - cpu_before
     found: dict[str, float] = {"seconds": round(wall, 1), "cpuPerSecond": round(cpu / wall, 3)}
     if metrics_port is not None:
-        count, total_ms = await _cycle_totals(metrics_port)
-        cycles = count - totals_before[0]
-        found["cycles"] = cycles
-        if cycles:
-            found["meanCycleSeconds"] = round((total_ms - totals_before[1]) / 1000 / cycles, 3)
+        found.update(await _cycles_since(metrics_port, totals_before))
+    return found
+
+
+async def _cycles_since(port: int, before: tuple[float, float]) -> dict[str, float]:
+    """kai's cycles since its totals were `before`, and their mean time."""
+    count, total_ms = await _cycle_totals(port)
+    cycles = count - before[0]
+    found = {"cycles": cycles}
+    if cycles:
+        found["meanCycleSeconds"] = round((total_ms - before[1]) / 1000 / cycles, 3)
     return found
 
 
@@ -703,11 +709,7 @@ async def _steady(
         "seconds": round(wall, 1),
     }
     if metrics_port is not None:
-        count, total_ms = await _cycle_totals(metrics_port)
-        cycles = count - totals_before[0]
-        found["cycles"] = cycles
-        if cycles:
-            found["meanCycleSeconds"] = round((total_ms - totals_before[1]) / 1000 / cycles, 3)
+        found.update(await _cycles_since(metrics_port, totals_before))
     return found
 
 

@@ -21,22 +21,11 @@ from kai.engine.model import SetAside
 from kai.grouping import PodGroupPlan
 from kai.operator.cache import ClusterView
 from kai.operator.snapshot import Assumed, Overlay, SnapshotBuilder
+from tests.unit.operator.test_operator_snapshot import _node
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 RESERVATIONS = "kai-resource-reservation"
 NODES = ("n1", "n2", "n3")
-
-
-def _node(name: str) -> dict[str, Any]:
-    resources = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1",
-                     "labels": {"nvidia.com/gpu.memory": "40960"}},
-        "status": {"allocatable": resources, "capacity": resources,
-                   "conditions": [{"type": "Ready", "status": "True"}]},
-    }  # fmt: skip
 
 
 def _queue(name: str, version: int, weight: object = 1) -> dict[str, Any]:
@@ -97,7 +86,7 @@ class _Cache:
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
         self.version = 1
-        self.nodes = {name: _node(name) for name in NODES}
+        self.nodes = {name: _node(name, 8) for name in NODES}
         self.queues = {"q": _queue("q", 1)}
         self.groups: dict[str, dict[str, Any]] = {}
         self.pods: dict[str, dict[str, Any]] = {}
