@@ -478,14 +478,16 @@ class Binder:
 def still_held(held: Mapping[str, Held], pods: Mapping[str, Mapping[str, Any]]) -> dict[str, Held]:
     """The held pods (by uid) the cache does not settle yet: forgotten once it shows that
     uid bound, or no pod with that uid (deleted, or replaced by a newer pod of the name)."""
-    if not held:  # most cycles: no bind waits for its watch event (the cache has thousands)
-        return {}
-    unbound = {
-        (pod.get("metadata") or {}).get("uid")
-        for pod in pods.values()
-        if not (pod.get("spec") or {}).get("nodeName")
-    }
-    return {uid: entry for uid, entry in held.items() if uid in unbound}
+    return {uid: entry for uid, entry in held.items() if _unbound(pods.get(entry.key), uid)}
+
+
+def _unbound(pod: Mapping[str, Any] | None, uid: str) -> bool:
+    """The pod is there, with this uid (a pod's uid keeps its key), and on no node yet."""
+    return (
+        pod is not None
+        and (pod.get("metadata") or {}).get("uid") == uid
+        and not (pod.get("spec") or {}).get("nodeName")
+    )
 
 
 async def _carried(annotations: Annotations, pod_key: str) -> Mapping[str, str] | None:
