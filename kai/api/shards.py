@@ -14,7 +14,7 @@ and the engine never hears of pools: it schedules whatever snapshot it is given.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -77,29 +77,38 @@ class Verdicts:
     A live scheduler cuts its whole watch cache, thousands of pods and PodGroups,
     several times a cycle, and between two cuts few objects change: judging each again
     was a fifth of kai's time while pods came one at a time beside 8,000. An object's
-    verdict depends on the object and on the `basis` (for a pod: the shard's nodes and
-    PodGroups, and which PodGroups exist), so it is kept while the object is the same
-    object (a watch cache replaces an object, never changes it) and the basis is the
-    same; only the objects that changed since the last cut are judged, found by identity.
-    The cut keeps the order of the objects' first sighting, which the cache's order is
-    but for an object judged out, then in again (no reader depends on the order).
+    verdict depends on the object and, for a pod, on one thing besides (`refers`): its
+    node's place in the shard, or its PodGroup's (whether it exists, and is the
+    shard's). So an object is judged again only when it is not the very object of the
+    last cut (a watch cache replaces an object, never changes it) or when what it refers
+    to is among the `changed`; every new PodGroup (each plain pod brings one) made every
+    pod be judged again while the whole shard was the basis. The cut keeps the order of
+    the objects' first sighting, which the cache's order is but for an object judged
+    out, then in again (no reader depends on the order).
     """
 
     def __init__(self) -> None:
-        self._basis: Hashable = None
         self._seen: dict[str, Manifest] = {}  # the objects of the last cut (kept alive)
         self._kept: dict[str, Manifest] = {}
+        self._refers: dict[str, Hashable] = {}  # key -> what else its verdict read
+        self._readers: dict[Hashable, set[str]] = {}  # ... and the other way round
 
     def kept(
-        self, objects: Mapping[str, Manifest], basis: Hashable, keep: Callable[[Manifest], bool]
+        self,
+        objects: Mapping[str, Manifest],
+        keep: Callable[[Manifest], bool],
+        refers: Callable[[Manifest], Hashable] | None = None,
+        changed: Iterable[Hashable] = (),
     ) -> dict[str, Manifest]:
-        if basis != self._basis:
-            self._basis, self._seen, self._kept = basis, {}, {}
-        seen, kept = self._seen, dict(self._kept)
+        seen, kept, readers = self._seen, dict(self._kept), self._readers
+        again = {key for ref in changed for key in readers.get(ref, ())}
         for key in seen.keys() - objects.keys():
             kept.pop(key, None)
+            self._refer(key, None)
         for key, obj in objects.items():
-            if seen.get(key) is not obj:
+            if seen.get(key) is not obj or key in again:
+                if refers is not None:
+                    self._refer(key, refers(obj))
                 if keep(obj):
                     kept[key] = obj
                 else:
@@ -107,13 +116,38 @@ class Verdicts:
         self._seen, self._kept = dict(objects), kept
         return dict(kept)
 
+    def _refer(self, key: str, ref: Hashable) -> None:
+        earlier = self._refers.pop(key, None)
+        if earlier is not None:
+            keys = self._readers[earlier]
+            keys.discard(key)
+            if not keys:
+                del self._readers[earlier]
+        if ref is not None:
+            self._refers[key] = ref
+            self._readers.setdefault(ref, set()).add(key)
+
 
 @dataclass
 class KeptCut:
-    """The verdicts of a shard's last cut of a cluster, for its next cut (see `Verdicts`)."""
+    """The verdicts of a shard's last cut of a cluster, and what the pods' verdicts read
+    then, for its next cut (see `Verdicts`)."""
 
     pod_groups: Verdicts = field(default_factory=Verdicts)
     pods: Verdicts = field(default_factory=Verdicts)
+    nodes: frozenset[str] = frozenset()  # the shard's node names
+    own_groups: frozenset[str] = frozenset()  # the shard's PodGroups
+    all_groups: frozenset[str] = frozenset()  # every PodGroup
+
+    def changed(
+        self, nodes: frozenset[str], own_groups: frozenset[str], all_groups: frozenset[str]
+    ) -> set[Hashable]:
+        """What a pod's verdict may read that is not as at the last cut; then remembered."""
+        found: set[Hashable] = {_on_node(name) for name in nodes ^ self.nodes}
+        moved = (own_groups ^ self.own_groups) | (all_groups ^ self.all_groups)
+        found.update(_in_group(key) for key in moved)
+        self.nodes, self.own_groups, self.all_groups = nodes, own_groups, all_groups
+        return found
 
 
 def shard_objects(
@@ -131,7 +165,7 @@ def shard_objects(
     if remembered is None:
         own_groups = {key: group for key, group in pod_groups.items() if shard.owns(group)}
     else:
-        own_groups = remembered.pod_groups.kept(pod_groups, None, shard.owns)
+        own_groups = remembered.pod_groups.kept(pod_groups, shard.owns)
 
     def keep(pod: Manifest) -> bool:
         return _pod_in_shard(shard, pod, node_names, own_groups.keys(), pod_groups.keys())
@@ -139,8 +173,10 @@ def shard_objects(
     if remembered is None:
         own_pods = {key: pod for key, pod in pods.items() if keep(pod)}
     else:
-        basis = (frozenset(node_names), frozenset(own_groups), frozenset(pod_groups))
-        own_pods = remembered.pods.kept(pods, basis, keep)
+        changed = remembered.changed(
+            frozenset(node_names), frozenset(own_groups), frozenset(pod_groups)
+        )
+        own_pods = remembered.pods.kept(pods, keep, _pod_refers, changed)
     return ShardObjects(
         nodes=own_nodes,
         queues={key: queue for key, queue in queues.items() if shard.owns(queue)},
@@ -164,3 +200,20 @@ def _pod_in_shard(
         return group in own_groups
     # Not grouped yet (or its group not seen yet): the pod's label is what its group will get.
     return shard.owns(pod)
+
+
+def _pod_refers(pod: Manifest) -> Hashable:
+    """What `_pod_in_shard` reads besides the pod: its node's, else its PodGroup's place."""
+    node = (pod.get("spec") or {}).get("nodeName")
+    if node:
+        return _on_node(str(node))
+    group = annotated_pod_group_key(pod)
+    return _in_group(group) if group is not None else None
+
+
+def _on_node(name: str) -> tuple[str, str]:
+    return ("node", name)
+
+
+def _in_group(key: str) -> tuple[str, str]:
+    return ("group", key)

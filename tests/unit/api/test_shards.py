@@ -98,9 +98,14 @@ def test_a_remembered_cut_is_the_cut_as_the_pods_nodes_and_groups_change() -> No
     remembered = {shard: KeptCut() for shard in (Shard("a"), Shard())}
     pods = dict(PODS)
     groups = dict(GROUPS)
+    nodes = dict(NODES)
     steps = [
         lambda: None,  # the same objects again
         lambda: pods.update({"ml/new-d": _pod("new-d", node="a-1")}),  # bound in pool a
+        lambda: nodes.update({"a-1": {"metadata": _meta("a-1")}}),  # the node leaves pool a
+        lambda: pods.update({"ml/late-0": _pod("late-0", pool="a", group="late")}),
+        lambda: groups.update({"ml/late": {"metadata": _meta("late", namespace="ml")}}),
+        lambda: nodes.update({"a-1": {"metadata": _meta("a-1", "a")}}),  # and comes back
         lambda: groups.update(
             {"ml/not-seen-yet": {"metadata": _meta("not-seen-yet", "b", namespace="ml")}}
         ),
@@ -113,25 +118,36 @@ def test_a_remembered_cut_is_the_cut_as_the_pods_nodes_and_groups_change() -> No
     for step in steps:
         step()
         for shard, verdicts in remembered.items():
-            fresh = shard_objects(shard, NODES, QUEUES, groups, pods)
-            assert shard_objects(shard, NODES, QUEUES, groups, pods, verdicts) == fresh
+            fresh = shard_objects(shard, nodes, QUEUES, groups, pods)
+            assert shard_objects(shard, nodes, QUEUES, groups, pods, verdicts) == fresh
 
 
-def test_a_pod_is_judged_again_only_when_it_or_what_its_verdict_depends_on_changed() -> None:
+def test_an_object_is_judged_again_only_when_it_or_what_its_verdict_reads_changed() -> None:
     judged: list[str] = []
 
     def keep(pod: dict[str, Any]) -> bool:
         judged.append(pod["metadata"]["name"])
         return True
 
+    def refers(pod: dict[str, Any]) -> str | None:
+        return (pod["metadata"].get("annotations") or {}).get("pod-group-name")
+
+    pods = {
+        "ml/a": _pod("a", group="ga"),
+        "ml/b": _pod("b", group="gd"),
+        "ml/c": _pod("c"),  # reads nothing but itself
+    }
     verdicts = Verdicts()
-    basis = (frozenset({"a-1"}), frozenset({"ml/ga"}), frozenset({"ml/ga"}))
-    verdicts.kept(PODS, basis, keep)
-    assert len(judged) == len(PODS)
+    verdicts.kept(pods, keep, refers)
+    assert sorted(judged) == ["a", "b", "c"]
     judged.clear()
-    changed = {**PODS, "ml/new-d": _pod("new-d")}  # a new object, as a watch event brings
-    verdicts.kept(changed, basis, keep)
-    assert judged == ["new-d"]
+    pods["ml/new"] = _pod("new")  # a new object, as a watch event brings
+    verdicts.kept(pods, keep, refers)
+    assert judged == ["new"]
     judged.clear()
-    verdicts.kept(changed, (*basis[:2], frozenset({"ml/ga", "ml/gd"})), keep)
-    assert len(judged) == len(PODS)
+    verdicts.kept(pods, keep, refers, changed={"ga"})  # say, group ga came or left the shard
+    assert judged == ["a"]
+    judged.clear()
+    del pods["ml/a"]
+    verdicts.kept(pods, keep, refers, changed={"ga"})  # no pod reads ga any more
+    assert judged == []
