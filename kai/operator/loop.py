@@ -599,14 +599,14 @@ class SchedulingLoop:
         if facts is None:
             facts = self._sharing_facts = SharingFacts(self._sharing.namespace)
         facts.update(self._cache.view().pods)
-        reservations = facts.reservations
+        reservations = dict(facts.reservations)  # copies: the writes below await
         self._sharing.forget_created(reservations)
         in_use = facts.in_use
         in_use.update(g for entry in self._assumed.values() for g in entry.placement.gpu_groups)
         # A later cycle's binds may be going out meanwhile (a burst's), its devices' too.
         in_use.update(g for placement in self._binding().values() for g in placement.gpu_groups)
         await self._sharing.collect_garbage(reservations, in_use)
-        await self._sharing.publish_devices(facts.waiting, reservations)
+        await self._sharing.publish_devices(dict(facts.waiting), reservations)
 
     def _record(
         self,

@@ -7,8 +7,11 @@ what its bound, unfinished pods hold (being-deleted ones included while they run
 and `allocatedNonPreemptible` the same as `allocated` for a non-preemptible group. A
 Queue's three totals are the sums over its PodGroups and, recursively, its child
 queues; `childQueues` names the queues whose `spec.parentQueue` is this queue, and
-is absent for a queue with none. These are recomputed from the pods every cycle,
-never accumulated, so they cannot drift from what runs (KAI#1048). They are not the
+is absent for a queue with none. These are derived from the pods of each cycle's
+snapshot, never accumulated from events, so they cannot drift from what runs
+(KAI#1048): a group's total is summed again from its pods whenever one of them
+changed (`kai.operator.status_totals`), exactly, and equals the total summed from
+every pod (a test holds the two equal). They are not the
 engine's accounting: fair share and limits leave pods being deleted and gated pods
 out, as KAI's scheduler does (kai.engine.accounting).
 
