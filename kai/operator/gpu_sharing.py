@@ -205,17 +205,9 @@ class GpuSharing:
         """Fill NVIDIA_VISIBLE_DEVICES for bound sharing pods whose devices' UUIDs are known."""
         writes = []
         for key, manifest in pods.items():
-            metadata = manifest.get("metadata") or {}
-            annotations = metadata.get("annotations") or {}
-            labels = metadata.get("labels") or {}
-            if (
-                not labels.get(GPU_GROUP_LABEL)
-                or annotations.get(PUBLISHED_ANNOTATION)
-                or CONFIGMAP_ANNOTATION not in annotations
-                or not (manifest.get("spec") or {}).get("nodeName")
-            ):
+            if not waits_for_devices(manifest):
                 continue
-            groups = _groups_of(labels)
+            groups = _groups_of((manifest.get("metadata") or {}).get("labels") or {})
             uuids = [_uuid_of(reservations, group) for group in groups]
             if all(uuids):
                 writes.append((key, self._publisher(manifest, ",".join(str(u) for u in uuids))))
@@ -294,8 +286,24 @@ def reservation_pods(
     pods: Mapping[str, Mapping[str, Any]], namespace: str
 ) -> dict[str, Mapping[str, Any]]:
     """The reservation pods among `pods`, by key."""
-    prefix = f"{namespace}/"
-    return {key: pod for key, pod in pods.items() if key.startswith(prefix) and _group_label(pod)}
+    return {key: pod for key, pod in pods.items() if holds_a_device(key, pod, namespace)}
+
+
+def holds_a_device(key: str, pod: Mapping[str, Any], namespace: str) -> bool:
+    """A reservation pod: in the reservation namespace, holding a device (its group label)."""
+    return key.startswith(f"{namespace}/") and bool(_group_label(pod))
+
+
+def waits_for_devices(pod: Mapping[str, Any]) -> bool:
+    """A sharing pod on a node whose devices are not published to it yet."""
+    metadata = pod.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    return (
+        bool((metadata.get("labels") or {}).get(GPU_GROUP_LABEL))
+        and not annotations.get(PUBLISHED_ANNOTATION)
+        and CONFIGMAP_ANNOTATION in annotations
+        and bool((pod.get("spec") or {}).get("nodeName"))
+    )
 
 
 def _reservation_of(

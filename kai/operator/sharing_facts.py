@@ -16,10 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kai.api.constants import GPU_GROUP_LABEL
 from kai.api.pods import gpu_groups
 from kai.kube.changes import StoreChanges
-from kai.operator.gpu_sharing import CONFIGMAP_ANNOTATION, PUBLISHED_ANNOTATION
+from kai.operator.gpu_sharing import holds_a_device, waits_for_devices
 
 Manifest = Mapping[str, Any]
 
@@ -35,6 +34,7 @@ class SharingFacts:
     """The reservation pods, the devices in use and the pods waiting for their devices."""
 
     def __init__(self, reservation_namespace: str) -> None:
+        self._namespace = reservation_namespace
         self._prefix = f"{reservation_namespace}/"
         self._changes = StoreChanges()
         self._facts: dict[str, _PodFacts] = {}
@@ -68,20 +68,13 @@ class SharingFacts:
                 del self._in_use[group]
 
     def _learn(self, key: str, pod: Manifest) -> None:
-        metadata = pod.get("metadata") or {}
-        labels = metadata.get("labels") or {}
-        annotations = metadata.get("annotations") or {}
-        on_node = bool((pod.get("spec") or {}).get("nodeName"))
-        waits = (
-            on_node
-            and bool(labels.get(GPU_GROUP_LABEL))
-            and not annotations.get(PUBLISHED_ANNOTATION)
-            and CONFIGMAP_ANNOTATION in annotations
-        )
+        waits = waits_for_devices(pod)
         if key.startswith(self._prefix):
-            facts = _PodFacts(bool(labels.get(GPU_GROUP_LABEL)), (), waits)
+            facts = _PodFacts(holds_a_device(key, pod, self._namespace), (), waits)
         else:
             phase = (pod.get("status") or {}).get("phase")
+            on_node = bool((pod.get("spec") or {}).get("nodeName"))
+            labels = (pod.get("metadata") or {}).get("labels") or {}
             holds = gpu_groups(labels) if on_node and phase not in ("Succeeded", "Failed") else ()
             facts = _PodFacts(False, holds, waits)
         self._facts[key] = facts
