@@ -18,6 +18,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from kai.api.changes import StoreChanges
 from kai.api.pods import annotated_pod_group_key
 
 NODE_POOL_LABEL_KEY: Final = "kai.scheduler/node-pool"
@@ -88,7 +89,7 @@ class Verdicts:
     """
 
     def __init__(self) -> None:
-        self._seen: dict[str, Manifest] = {}  # the objects of the last cut (kept alive)
+        self._changes = StoreChanges()
         self._kept: dict[str, Manifest] = {}
         self._refers: dict[str, Hashable] = {}  # key -> what else its verdict read
         self._readers: dict[Hashable, set[str]] = {}  # ... and the other way round
@@ -100,20 +101,22 @@ class Verdicts:
         refers: Callable[[Manifest], Hashable] | None = None,
         changed: Iterable[Hashable] = (),
     ) -> dict[str, Manifest]:
-        seen, kept, readers = self._seen, dict(self._kept), self._readers
-        again = {key for ref in changed for key in readers.get(ref, ())}
-        for key in seen.keys() - objects.keys():
+        again = {key for ref in changed for key in self._readers.get(ref, ())}
+        new, gone = self._changes.since_last(objects)
+        kept = dict(self._kept)
+        for key in gone:
             kept.pop(key, None)
             self._refer(key, None)
-        for key, obj in objects.items():
-            if seen.get(key) is not obj or key in again:
-                if refers is not None:
-                    self._refer(key, refers(obj))
-                if keep(obj):
-                    kept[key] = obj
-                else:
-                    kept.pop(key, None)
-        self._seen, self._kept = dict(objects), kept
+        again.difference_update(new)
+        for key in (*new, *sorted(again.intersection(objects))):
+            obj = objects[key]
+            if refers is not None:
+                self._refer(key, refers(obj))
+            if keep(obj):
+                kept[key] = obj
+            else:
+                kept.pop(key, None)
+        self._kept = kept
         return dict(kept)
 
     def _refer(self, key: str, ref: Hashable) -> None:

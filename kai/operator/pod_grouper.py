@@ -31,11 +31,11 @@ from typing import Any
 
 import structlog
 
+from kai.api.changes import StoreChanges
 from kai.api.constants import POD_GROUP_ANNOTATION, SCHEDULER_NAME
 from kai.api.errors import ManifestError
 from kai.api.shards import NODE_POOL_LABEL_KEY
 from kai.grouping import GroupingError, PodGroupPlan, plan_pod_group
-from kai.kube.changes import StoreChanges
 from kai.kube.client import ApiError, Kube
 from kai.kube.owners import OwnerChainError, OwnerReader
 from kai.operator.burst import cycle_bound, first_in_line

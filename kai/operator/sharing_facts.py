@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kai.api.changes import StoreChanges
 from kai.api.pods import gpu_groups
-from kai.kube.changes import StoreChanges
 from kai.operator.gpu_sharing import holds_a_device, waits_for_devices
 
 Manifest = Mapping[str, Any]

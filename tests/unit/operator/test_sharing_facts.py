@@ -11,7 +11,7 @@ import copy
 import random
 from typing import Any
 
-from kai.kube.changes import StoreChanges
+from kai.api.changes import StoreChanges
 from kai.operator.gpu_sharing import CONFIGMAP_ANNOTATION, PUBLISHED_ANNOTATION
 from kai.operator.sharing_facts import SharingFacts
 
