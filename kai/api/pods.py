@@ -234,3 +234,17 @@ def annotated_pod_group_key(manifest: Mapping[str, Any]) -> str | None:
     if not isinstance(name, str) or not name:
         return None
     return f"{object_ref('Pod', manifest, namespaced=True).namespace}/{name}"
+
+
+def waits_for_scheduler(manifest: Mapping[str, Any]) -> bool:
+    """A `kai-scheduler` pod not yet on a node and still Pending: one a scheduler must place.
+
+    Read leniently, before validation, as `annotated_pod_group_key` is."""
+    spec, status = manifest.get("spec"), manifest.get("status")
+    spec = spec if isinstance(spec, Mapping) else {}
+    status = status if isinstance(status, Mapping) else {}
+    return (
+        spec.get("schedulerName") == SCHEDULER_NAME
+        and not spec.get("nodeName")
+        and status.get("phase", "Pending") == "Pending"
+    )

@@ -29,7 +29,8 @@ class WatchCache:
             for resource in resources
         }
 
-    def _note_change(self, _kind: str) -> None:
+    def _note_change(self, _kind: str, _arrived: Mapping[str, Any] | None) -> None:
+        """Every informer's `on_change`; a subclass that acts on arrivals extends it."""
         self.revision += 1
         self.changed.set()
 

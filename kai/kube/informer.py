@@ -105,18 +105,29 @@ class Store:
         return False
 
 
+def _arrival(event: Mapping[str, Any], held: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The event's object if the event adds it under a key not in `held`, else None."""
+    if event.get("type") not in ("ADDED", "MODIFIED"):
+        return None
+    obj = event.get("object") or {}
+    return None if object_key(obj) in held else obj
+
+
 class ExpiredError(Exception):
     """The watch's resourceVersion is too old (410 Gone): only a relist can continue."""
 
 
 class Informer:
-    """Keeps a Store of one resource current; `on_change` is called after every change."""
+    """Keeps a Store of one resource current; `on_change` is called after every change,
+    with the resource's kind and, when a watch event brought an object under a key the
+    store did not hold, that object (a reader may act on an arrival at once and let
+    other changes settle; a relist passes None)."""
 
     def __init__(
         self,
         kube: Kube,
         resource: Resource,
-        on_change: Callable[[str], None],
+        on_change: Callable[[str, Mapping[str, Any] | None], None],
         watch_seconds: int = 300,
     ) -> None:
         self.resource = resource
@@ -184,7 +195,7 @@ class Informer:
         self.store.replace(items, version)
         self.relists += 1
         self.synced.set()
-        self._on_change(self.resource.kind)
+        self._on_change(self.resource.kind, None)
 
     async def _watch(self) -> None:
         query = [
@@ -207,11 +218,12 @@ class Informer:
                         str(status.get("reason") or "Error"),
                         str(status.get("message") or ""),
                     )
+                arrived = _arrival(event, self.store.objects)
                 if self.store.apply(event):
-                    self._on_change(self.resource.kind)
+                    self._on_change(self.resource.kind, arrived)
 
     def _mark_absent(self) -> None:
         if self.store.objects or not self.synced.is_set():
             self.store.replace([], "")
             self.synced.set()
-            self._on_change(self.resource.kind)
+            self._on_change(self.resource.kind, None)

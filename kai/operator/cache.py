@@ -7,9 +7,13 @@ halfway through and the cycle reasons about one consistent cluster.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
+from kai.api.pods import waits_for_scheduler
 from kai.api.shards import KeptCut, Shard
 from kai.kube.cache import Objects, WatchCache
 from kai.kube.client import Kube
@@ -57,6 +61,14 @@ class ClusterCache(WatchCache):
         self._shard = shard
         self._verdicts = KeptCut()  # a cycle cuts the cache three times
         self._view: ClusterView | None = None
+        self.pod_arrived = asyncio.Event()
+        """Set when a new pod waiting for this scheduler comes (the reader clears it): the
+        loop starts a cycle for it at once, where other changes wait to settle."""
+
+    def _note_change(self, kind: str, arrived: Mapping[str, Any] | None) -> None:
+        super()._note_change(kind, arrived)
+        if kind == PODS.kind and arrived is not None and waits_for_scheduler(arrived):
+            self.pod_arrived.set()
 
     def view(self) -> ClusterView:
         """The shard's view of the cache; the same object again while the cache has not

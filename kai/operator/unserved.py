@@ -26,8 +26,7 @@ from typing import Any
 
 import structlog
 
-from kai.api.constants import SCHEDULER_NAME
-from kai.api.pods import annotated_pod_group_key
+from kai.api.pods import annotated_pod_group_key, waits_for_scheduler
 from kai.api.shards import Shard
 from kai.kube.client import ApiError, Kube
 from kai.operator.cache import ClusterView
@@ -49,10 +48,7 @@ def pending_by_pool(
     """Pending `kai-scheduler` pods of any pool (not the default shard's), by pool."""
     result: dict[str, list[Manifest]] = defaultdict(list)
     for pod in pods.values():
-        spec, status = pod.get("spec") or {}, pod.get("status") or {}
-        if spec.get("schedulerName") != SCHEDULER_NAME or spec.get("nodeName"):
-            continue
-        if status.get("phase", "Pending") != "Pending":
+        if not waits_for_scheduler(pod):
             continue
         group = pod_groups.get(annotated_pod_group_key(pod) or "")
         pool = shard.pool_of(group if group is not None else pod)

@@ -350,6 +350,30 @@ async def test_the_cache_hands_out_one_view_until_something_changes(kit: Kit) ->
     assert _uid(first, kit, "late") is None
 
 
+async def test_the_cache_tells_a_new_pod_waiting_for_kai_from_other_changes(kit: Kit) -> None:
+    """The loop starts a cycle at once for a pod that waits for kai (`pod_arrived`) and
+    lets other changes settle: pods of another scheduler or already on a node, and
+    changes to a pod the cache holds. The flag is set as the watch event is applied, so
+    a view that shows the event shows the flag."""
+    cache = ClusterCache(kit.kube)
+    async with _running(cache):
+        await cache.wait_synced()
+        cache.pod_arrived.clear()
+        await kit.make_pod("elsewhere", schedulerName="default-scheduler")
+        await kit.make_pod("placed", nodeName=kit.nodes[0])
+        await _view_when(
+            cache, lambda v: None not in (_uid(v, kit, "elsewhere"), _uid(v, kit, "placed"))
+        )
+        assert not cache.pod_arrived.is_set()
+        waiting = await kit.make_pod("waiting")
+        await _view_when(cache, lambda v: _uid(v, kit, "waiting") is not None)
+        assert cache.pod_arrived.is_set()
+        cache.pod_arrived.clear()
+        await kit.post_binding(waiting, kit.nodes[0])
+        await _view_when(cache, lambda v: _node(v, kit, "waiting") == kit.nodes[0])
+        assert not cache.pod_arrived.is_set()
+
+
 @pytest.mark.parametrize(("min_member", "bound"), [(3, set()), (2, {"worker-0", "worker-2"})])
 async def test_a_gang_is_not_bound_below_its_minimum_when_a_label_patch_fails(
     kit: Kit, min_member: int, bound: set[str]

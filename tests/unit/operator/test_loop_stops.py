@@ -1,4 +1,8 @@
-"""The scheduling loop stops when cancelled, and a clean stop lets the last status go out.
+"""The scheduling loop's wait between cycles; it stops when cancelled, and a clean stop
+lets the last status go out.
+
+A change is let settle for the debounce before a cycle starts, but a new pod waiting for
+kai starts it at once: one pod beside 8,000 bound spent half its time to bind waiting.
 
 On Python 3.11 `asyncio.wait_for` returns normally when its awaitable completes in
 the same loop iteration as the cancellation, and the cancellation is lost: the
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 from kubernetes_asyncio.client import ApiClient
@@ -23,7 +28,9 @@ from kai.operator.cache import ClusterCache
 from kai.operator.loop import SchedulingLoop
 
 
-def _loop(cache: ClusterCache, stop_grace_seconds: float = 10.0) -> SchedulingLoop:
+def _loop(
+    cache: ClusterCache, stop_grace_seconds: float = 10.0, debounce_seconds: float = 0.0
+) -> SchedulingLoop:
     return SchedulingLoop(  # only the cache, the timings and the trailing writes matter here
         cache=cache,
         builder=None,
@@ -37,8 +44,8 @@ def _loop(cache: ClusterCache, stop_grace_seconds: float = 10.0) -> SchedulingLo
         metrics=None,
         engine=None,
         executor=None,
-        period_seconds=60.0,
-        debounce_seconds=0.0,
+        period_seconds=3600.0,  # the waits here end by a change or a cancel, never the period
+        debounce_seconds=debounce_seconds,
         is_leader=lambda: True,
         failed_cycles_unhealthy=5,
         stop_grace_seconds=stop_grace_seconds,
@@ -56,6 +63,39 @@ async def test_a_cancel_that_arrives_with_a_change_stops_the_wait() -> None:
         waiting.cancel()  # ... as the operator is stopped
         with pytest.raises(asyncio.CancelledError):
             await waiting
+
+
+def _pod(**spec: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "p", "namespace": "ns"},
+        "spec": {"schedulerName": "kai-scheduler", **spec},
+    }
+
+
+async def test_a_new_pod_waiting_for_kai_ends_the_debounce_other_changes_do_not() -> None:
+    async with ApiClient() as client, asyncio.timeout(60):
+        cache = ClusterCache(Kube(client))  # fed as its informers feed it
+        cache.changed.clear()
+        loop = _loop(cache, debounce_seconds=3600.0)
+        waiting = asyncio.create_task(loop._wait(time.monotonic()))
+        cache._note_change("Node", None)  # a change: the debounce begins
+        cache._note_change("Pod", None)  # a pod changed, or a relist
+        cache._note_change("Pod", _pod(nodeName="node-1"))  # arrived, not waiting for kai
+        cache._note_change("Pod", _pod(schedulerName="default-scheduler"))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not waiting.done()
+        cache._note_change("Pod", _pod())
+        await waiting
+        assert not cache.changed.is_set()
+        assert not cache.pod_arrived.is_set()
+
+
+async def test_a_pod_that_came_during_a_cycle_starts_the_next_at_once() -> None:
+    async with ApiClient() as client, asyncio.timeout(60):
+        cache = ClusterCache(Kube(client))
+        cache._note_change("Pod", _pod())
+        await _loop(cache, debounce_seconds=3600.0)._wait(time.monotonic())
 
 
 async def test_a_stop_waits_for_the_last_cycles_status() -> None:
