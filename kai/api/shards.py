@@ -18,7 +18,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from kai.api.changes import StoreChanges
+from kai.api.changes import ChangeLog, LoggedObjects, StoreChanges
 from kai.api.pods import annotated_pod_group_key
 
 NODE_POOL_LABEL_KEY: Final = "kai.scheduler/node-pool"
@@ -85,12 +85,15 @@ class Verdicts:
     to is among the `changed`; every new PodGroup (each plain pod brings one) made every
     pod be judged again while the whole shard was the basis. The cut keeps the order of
     the objects' first sighting, which the cache's order is but for an object judged
-    out, then in again (no reader depends on the order).
+    out, then in again (no reader depends on the order). The cut it returns knows its
+    place in a log of the keys whose object in the cut changed, so that the cut's
+    readers compare only those (`StoreChanges`).
     """
 
     def __init__(self) -> None:
         self._changes = StoreChanges()
         self._kept: dict[str, Manifest] = {}
+        self._log = ChangeLog()  # the keys whose object in the cut changed, for its readers
         self._refers: dict[str, Hashable] = {}  # key -> what else its verdict read
         self._readers: dict[Hashable, set[str]] = {}  # ... and the other way round
 
@@ -100,12 +103,13 @@ class Verdicts:
         keep: Callable[[Manifest], bool],
         refers: Callable[[Manifest], Hashable] | None = None,
         changed: Iterable[Hashable] = (),
-    ) -> dict[str, Manifest]:
+    ) -> LoggedObjects:
         again = {key for ref in changed for key in self._readers.get(ref, ())}
         new, gone = self._changes.since_last(objects)
-        kept = dict(self._kept)
+        kept, log = self._kept, self._log
         for key in gone:
-            kept.pop(key, None)
+            if kept.pop(key, None) is not None:
+                log.note(key)
             self._refer(key, None)
         again.difference_update(new)
         for key in (*new, *sorted(again.intersection(objects))):
@@ -113,11 +117,12 @@ class Verdicts:
             if refers is not None:
                 self._refer(key, refers(obj))
             if keep(obj):
-                kept[key] = obj
-            else:
-                kept.pop(key, None)
-        self._kept = kept
-        return dict(kept)
+                if kept.get(key) is not obj:
+                    kept[key] = obj
+                    log.note(key)
+            elif kept.pop(key, None) is not None:
+                log.note(key)
+        return LoggedObjects(kept, log, log.end)
 
     def _refer(self, key: str, ref: Hashable) -> None:
         earlier = self._refers.pop(key, None)

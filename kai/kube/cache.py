@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 from kai.kube.client import Kube
-from kai.kube.informer import Informer, Resource
+from kai.kube.informer import Change, Informer, Resource
 
 Objects = Mapping[str, Mapping[str, Any]]
 
@@ -29,8 +29,8 @@ class WatchCache:
             for resource in resources
         }
 
-    def _note_change(self, _kind: str, _arrived: Mapping[str, Any] | None) -> None:
-        """Every informer's `on_change`; a subclass that acts on arrivals extends it."""
+    def _note_change(self, _change: Change) -> None:
+        """Every informer's `on_change`; a subclass that reads the changes extends it."""
         self.revision += 1
         self.changed.set()
 
@@ -54,4 +54,8 @@ class WatchCache:
 
     def copy(self, resource: Resource) -> Objects:
         """A read-only copy of one store, keyed "namespace/name" (or "name")."""
-        return MappingProxyType(dict(self._informers[resource.kind].store.objects))
+        return MappingProxyType(dict(self.current(resource)))
+
+    def current(self, resource: Resource) -> Objects:
+        """One store as it is, read-only and not copied: it changes with the next event."""
+        return MappingProxyType(self._informers[resource.kind].store.objects)

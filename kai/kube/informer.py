@@ -105,12 +105,24 @@ class Store:
         return False
 
 
-def _arrival(event: Mapping[str, Any], held: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The event's object if the event adds it under a key not in `held`, else None."""
-    if event.get("type") not in ("ADDED", "MODIFIED"):
-        return None
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What one change to a store was, for the informer's `on_change`."""
+
+    kind: str
+    key: str | None
+    """The object's key; None when the store was listed again (anything may have changed)."""
+    arrived: Mapping[str, Any] | None = None
+    """The object, when a watch event brought it under a key the store did not hold: a
+    reader may act on an arrival at once and let other changes settle."""
+
+
+def _change(kind: str, event: Mapping[str, Any], held: Mapping[str, Any]) -> Change:
+    """The change `event` makes to a store holding the keys in `held` (before it is applied)."""
     obj = event.get("object") or {}
-    return None if object_key(obj) in held else obj
+    key = object_key(obj)
+    new = event.get("type") in ("ADDED", "MODIFIED") and key not in held
+    return Change(kind, key, obj if new else None)
 
 
 class ExpiredError(Exception):
@@ -118,16 +130,13 @@ class ExpiredError(Exception):
 
 
 class Informer:
-    """Keeps a Store of one resource current; `on_change` is called after every change,
-    with the resource's kind and, when a watch event brought an object under a key the
-    store did not hold, that object (a reader may act on an arrival at once and let
-    other changes settle; a relist passes None)."""
+    """Keeps a Store of one resource current; `on_change` is called after every change."""
 
     def __init__(
         self,
         kube: Kube,
         resource: Resource,
-        on_change: Callable[[str, Mapping[str, Any] | None], None],
+        on_change: Callable[[Change], None],
         watch_seconds: int = 300,
     ) -> None:
         self.resource = resource
@@ -195,7 +204,7 @@ class Informer:
         self.store.replace(items, version)
         self.relists += 1
         self.synced.set()
-        self._on_change(self.resource.kind, None)
+        self._on_change(Change(self.resource.kind, None))
 
     async def _watch(self) -> None:
         query = [
@@ -218,12 +227,12 @@ class Informer:
                         str(status.get("reason") or "Error"),
                         str(status.get("message") or ""),
                     )
-                arrived = _arrival(event, self.store.objects)
+                change = _change(self.resource.kind, event, self.store.objects)
                 if self.store.apply(event):
-                    self._on_change(self.resource.kind, arrived)
+                    self._on_change(change)
 
     def _mark_absent(self) -> None:
         if self.store.objects or not self.synced.is_set():
             self.store.replace([], "")
             self.synced.set()
-            self._on_change(self.resource.kind, None)
+            self._on_change(Change(self.resource.kind, None))

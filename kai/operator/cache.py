@@ -8,16 +8,15 @@ halfway through and the cycle reasons about one consistent cluster.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
 
+from kai.api.changes import ChangeLog, LoggedObjects
 from kai.api.pods import waits_for_scheduler
 from kai.api.shards import KeptCut, Shard
 from kai.kube.cache import Objects, WatchCache
 from kai.kube.client import Kube
-from kai.kube.informer import Resource
+from kai.kube.informer import Change, Resource
 from kai.operator.sharding import shard_view
 
 NODES = Resource("Node", "/api/v1/nodes", namespaced=False)
@@ -61,13 +60,20 @@ class ClusterCache(WatchCache):
         self._shard = shard
         self._verdicts = KeptCut()  # a cycle cuts the cache three times
         self._view: ClusterView | None = None
+        self._logs = {resource.kind: ChangeLog() for resource in WATCHED}
         self.pod_arrived = asyncio.Event()
         """Set when a new pod waiting for this scheduler comes (the reader clears it): the
         loop starts a cycle for it at once, where other changes wait to settle."""
 
-    def _note_change(self, kind: str, arrived: Mapping[str, Any] | None) -> None:
-        super()._note_change(kind, arrived)
-        if kind == PODS.kind and arrived is not None and waits_for_scheduler(arrived):
+    def _note_change(self, change: Change) -> None:
+        super()._note_change(change)
+        log = self._logs[change.kind]
+        if change.key is None:
+            log.reset()
+        else:
+            log.note(change.key)
+        arrived = change.arrived
+        if change.kind == PODS.kind and arrived is not None and waits_for_scheduler(arrived):
             self.pod_arrived.set()
 
     def view(self) -> ClusterView:
@@ -84,13 +90,19 @@ class ClusterCache(WatchCache):
         return self._view
 
     def whole_view(self) -> ClusterView:
+        """Every store copied as it is now, each copy knowing its place in the store's
+        change log, so that its readers compare only what changed (`StoreChanges`)."""
         return ClusterView(
-            nodes=self.copy(NODES),
-            pods=self.copy(PODS),
-            queues=self.copy(QUEUES),
-            pod_groups=self.copy(POD_GROUPS),
-            priority_classes=self.copy(PRIORITY_CLASSES),
-            kartas=self.copy(KARTAS),
+            nodes=self._logged(NODES),
+            pods=self._logged(PODS),
+            queues=self._logged(QUEUES),
+            pod_groups=self._logged(POD_GROUPS),
+            priority_classes=self._logged(PRIORITY_CLASSES),
+            kartas=self._logged(KARTAS),
             revision=self.revision,
-            topologies=self.copy(TOPOLOGIES),
+            topologies=self._logged(TOPOLOGIES),
         )
+
+    def _logged(self, resource: Resource) -> Objects:
+        log = self._logs[resource.kind]
+        return LoggedObjects(self.current(resource), log, log.end)

@@ -22,6 +22,7 @@ import pytest
 import pytest_asyncio
 from kai_operator_support import unique, wait_for
 
+from kai.api.changes import LoggedObjects
 from kai.api.constants import SUBGROUP_LABEL
 from kai.api.podgroups import LAST_START_ANNOTATION, parse_pod_group
 from kai.api.pods import parse_pod
@@ -338,7 +339,7 @@ async def test_a_held_bind_is_kept_until_the_cache_shows_it_bound(kit: Kit) -> N
 async def test_the_cache_hands_out_one_view_until_something_changes(kit: Kit) -> None:
     """A cycle takes several views; while no watch event changed the cache they are one
     object (copying and cutting thousands of objects again gave the same), and the first
-    after a change shows it."""
+    after a change shows it, and says which keys changed."""
     cache = ClusterCache(kit.kube)
     async with _running(cache):
         await cache.wait_synced()
@@ -348,6 +349,9 @@ async def test_the_cache_hands_out_one_view_until_something_changes(kit: Kit) ->
         later = await _view_when(cache, lambda v: _uid(v, kit, "late") is not None)
     assert later is not first
     assert _uid(first, kit, "late") is None
+    # Each store's copy knows what changed since an earlier one: the pod the watch brought.
+    assert isinstance(first.pods, LoggedObjects) and isinstance(later.pods, LoggedObjects)
+    assert f"{kit.namespace}/late" in (later.pods.log.since(first.pods.place) or ())
 
 
 async def test_the_cache_tells_a_new_pod_waiting_for_kai_from_other_changes(kit: Kit) -> None:

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import random
+from collections.abc import Mapping
 from typing import Any
 
+import pytest
+
+from kai.api.changes import StoreChanges
 from kai.api.shards import KeptCut, Shard, Verdicts, shard_objects
+from tests.unit.api.logged_store import LoggedStore, identity_diff
 
 POOL = "kai.scheduler/node-pool"
 
@@ -151,3 +157,52 @@ def test_an_object_is_judged_again_only_when_it_or_what_its_verdict_reads_change
     del pods["ml/a"]
     verdicts.kept(pods, keep, refers, changed={"ga"})  # no pod reads ga any more
     assert judged == []
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_cut_of_logged_copies_is_the_cut_and_tells_its_readers_what_changed(seed: int) -> None:
+    """As the live cache cuts it: copies that know what changed, a cut that says what
+    changed in it, and readers of the cut (the snapshot, the grouper) told exactly that."""
+    rng = random.Random(seed)
+    pools = ("a", "b", None)
+    nodes, groups, pods = LoggedStore(NODES), LoggedStore(GROUPS), LoggedStore(PODS)
+    shards = (Shard("a"), Shard())
+    remembered = {shard: KeptCut() for shard in shards}
+    readers = {shard: (StoreChanges(), StoreChanges()) for shard in shards}
+    last: dict[Shard, tuple[Mapping[str, Any], Mapping[str, Any]]] = {
+        shard: ({}, {}) for shard in shards
+    }
+    for _ in range(150):
+        for _ in range(rng.choice((0, 1, 1, 3))):
+            roll = rng.random()
+            if roll < 0.15:
+                name = f"n{rng.randrange(4)}"
+                nodes.put(name, {"metadata": _meta(name, rng.choice(pools))})
+            elif roll < 0.35:
+                name = f"g{rng.randrange(6)}"
+                if rng.random() < 0.3:
+                    groups.delete(f"ml/{name}")
+                else:
+                    group = {"metadata": _meta(name, rng.choice(pools), namespace="ml")}
+                    groups.put(f"ml/{name}", group)
+            else:
+                name = f"p{rng.randrange(20)}"
+                if rng.random() < 0.2:
+                    pods.delete(f"ml/{name}")
+                else:
+                    group = rng.choice((None, f"g{rng.randrange(6)}"))
+                    node = rng.choice((None, None, f"n{rng.randrange(4)}"))
+                    pods.put(f"ml/{name}", _pod(name, rng.choice(pools), group, node))
+        if rng.random() < 0.02:
+            pods.relist()
+        copies = nodes.copy(), groups.copy(), pods.copy()
+        for shard in shards:
+            cut = shard_objects(shard, copies[0], QUEUES, copies[1], copies[2], remembered[shard])
+            fresh = shard_objects(shard, nodes.objects, QUEUES, groups.objects, pods.objects)
+            assert cut == fresh
+            for reader, before, after in zip(
+                readers[shard], last[shard], (cut.pod_groups, cut.pods), strict=True
+            ):
+                changed, gone = reader.since_last(after)
+                assert (set(changed), set(gone)) == identity_diff(before, after)
+            last[shard] = (dict(cut.pod_groups), dict(cut.pods))

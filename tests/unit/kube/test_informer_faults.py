@@ -103,7 +103,7 @@ async def _recovers_from(bad_line: bytes, missed: dict[str, Any]) -> None:
 
 async def _follow(pods: Collection, missed: dict[str, Any]) -> None:
     async with serving(pods.answer) as url, kube_at(url) as kube:
-        informer = Informer(kube, PODS, lambda _kind, _arrived: None)
+        informer = Informer(kube, PODS, lambda _change: None)
         task = asyncio.create_task(informer.run(), name="pod informer")
         try:
             await _until(lambda: "ns/b" in informer.store.objects, task)

@@ -24,6 +24,7 @@ import pytest
 from kubernetes_asyncio.client import ApiClient
 
 from kai.kube.client import Kube
+from kai.kube.informer import Change
 from kai.operator.cache import ClusterCache
 from kai.operator.loop import SchedulingLoop
 
@@ -78,14 +79,15 @@ async def test_a_new_pod_waiting_for_kai_ends_the_debounce_other_changes_do_not(
         cache.changed.clear()
         loop = _loop(cache, debounce_seconds=3600.0)
         waiting = asyncio.create_task(loop._wait(time.monotonic()))
-        cache._note_change("Node", None)  # a change: the debounce begins
-        cache._note_change("Pod", None)  # a pod changed, or a relist
-        cache._note_change("Pod", _pod(nodeName="node-1"))  # arrived, not waiting for kai
-        cache._note_change("Pod", _pod(schedulerName="default-scheduler"))
+        cache._note_change(Change("Node", "node-1"))  # a change: the debounce begins
+        cache._note_change(Change("Pod", "ns/p"))  # a pod changed
+        cache._note_change(Change("Pod", None))  # a relist
+        cache._note_change(Change("Pod", "ns/p", _pod(nodeName="node-1")))  # not waiting for kai
+        cache._note_change(Change("Pod", "ns/p", _pod(schedulerName="default-scheduler")))
         for _ in range(20):
             await asyncio.sleep(0)
         assert not waiting.done()
-        cache._note_change("Pod", _pod())
+        cache._note_change(Change("Pod", "ns/p", _pod()))
         await waiting
         assert not cache.changed.is_set()
         assert not cache.pod_arrived.is_set()
@@ -94,7 +96,7 @@ async def test_a_new_pod_waiting_for_kai_ends_the_debounce_other_changes_do_not(
 async def test_a_pod_that_came_during_a_cycle_starts_the_next_at_once() -> None:
     async with ApiClient() as client, asyncio.timeout(60):
         cache = ClusterCache(Kube(client))
-        cache._note_change("Pod", _pod())
+        cache._note_change(Change("Pod", "ns/p", _pod()))
         await _loop(cache, debounce_seconds=3600.0)._wait(time.monotonic())
 
 
