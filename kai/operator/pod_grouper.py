@@ -31,8 +31,7 @@ from typing import Any
 
 import structlog
 
-from kai.api.changes import StoreChanges
-from kai.api.constants import POD_GROUP_ANNOTATION, SCHEDULER_NAME
+from kai.api.constants import POD_GROUP_ANNOTATION
 from kai.api.errors import ManifestError
 from kai.api.shards import NODE_POOL_LABEL_KEY
 from kai.grouping import GroupingError, PodGroupPlan, plan_pod_group
@@ -42,6 +41,7 @@ from kai.operator.burst import cycle_bound, first_in_line
 from kai.operator.cache import ClusterView
 from kai.operator.events import GROUPING_FAILED, WARNING, EventRecorder, InvolvedObject
 from kai.operator.group_writes import GroupWrites, Written
+from kai.operator.grouping_candidates import Candidates
 from kai.operator.recovered_starts import with_recovered_starts
 from kai.workloads.catalog import load_catalog
 from kai.workloads.jqeval import JqEvaluator
@@ -78,35 +78,6 @@ class Plans:
         return {**self.written, **fresh}
 
 
-@dataclass(frozen=True)
-class _Candidate:
-    """A pod of ours that needs a group, or may: one not annotated, or bound and naming one."""
-
-    named: str | None  # "namespace/name" of the group a bound pod names; None: not annotated
-    uid: str
-
-
-def _candidate(pod: Mapping[str, Any], reservation_namespace: str) -> _Candidate | None:
-    """Whether the pod may need a group, and why; None when it never does as it is."""
-    metadata = pod.get("metadata") or {}
-    spec = pod.get("spec") or {}
-    phase = (pod.get("status") or {}).get("phase")
-    if not (
-        spec.get("schedulerName") == SCHEDULER_NAME
-        and metadata.get("namespace") != reservation_namespace
-        and metadata.get("deletionTimestamp") is None
-        and phase not in ("Succeeded", "Failed")
-    ):
-        return None
-    uid = str(metadata.get("uid"))
-    named = (metadata.get("annotations") or {}).get(POD_GROUP_ANNOTATION)
-    if not named:
-        return _Candidate(None, uid)
-    if spec.get("nodeName"):
-        return _Candidate(f"{metadata.get('namespace')}/{named}", uid)
-    return None
-
-
 class PodGrouper:
     def __init__(
         self,
@@ -126,7 +97,6 @@ class PodGrouper:
         )
         self._burst_cycles = 0  # cycles in a row that left new pods for the next one
         self._events = events
-        self._reservation_namespace = reservation_namespace
         self._concurrency = concurrency
         self._jq = JqEvaluator()
         self._catalog = load_catalog(self._jq)
@@ -136,10 +106,7 @@ class PodGrouper:
         self._reported: dict[str, str] = {}  # pod uid -> last grouping problem
         self._owed: dict[str, PodGroupPlan] = {}  # group key -> plan: bound in a burst, not written
         self._named_elsewhere: set[str] = set()  # uids of bound pods naming a group not theirs
-        # Pod key -> why the pod may need a group, for the pods that may: read again only
-        # for the pods that changed (a busy cluster has thousands, few change a cycle).
-        self._changes = StoreChanges()
-        self._candidates: dict[str, _Candidate] = {}
+        self._candidates = Candidates(reservation_namespace)
 
     async def plan(
         self,
@@ -155,19 +122,12 @@ class PodGrouper:
         self._forget_settled(view)
         self._forget_reports_of_gone(view)
         in_flight = in_flight or {}
-        changed, gone = self._changes.since_last(view.pods)
-        for key in (*changed, *gone):
-            self._candidates.pop(key, None)
-        for key in changed:
-            found = _candidate(view.pods[key], self._reservation_namespace)
-            if found is not None:
-                self._candidates[key] = found
         waiting = [
             (key, view.pods[key])
-            for key, candidate in self._candidates.items()
+            for key, candidate in self._candidates.needing(view.pods, view.pod_groups)
             if key not in self._written
             and key not in in_flight
-            and self._needs_group(candidate, view)
+            and (candidate.named is None or candidate.uid not in self._named_elsewhere)
         ]
         self._refused &= {key for key, _ in waiting}
         waiting, deferred = first_in_line(
@@ -225,13 +185,6 @@ class PodGrouper:
     def _settle_owed(self, group: str, written: bool) -> None:
         if written:
             self._owed.pop(group, None)
-
-    def _needs_group(self, candidate: _Candidate, view: ClusterView) -> bool:
-        """Not annotated yet; or bound, naming a group the cluster lacks (its scheduler
-        stopped before it wrote the group: see the module's docstring)."""
-        return candidate.named is None or (
-            candidate.named not in view.pod_groups and candidate.uid not in self._named_elsewhere
-        )
 
     def _is_its_group(self, pod: Mapping[str, Any], plan: PodGroupPlan) -> bool:
         """Whether the plan is the group the pod names, if it names one; a pod that names

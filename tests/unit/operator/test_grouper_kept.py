@@ -4,14 +4,16 @@
 pods that are not the very objects of the last cycle (a watch cache replaces an object
 that changes). Over runs of random changes (pods created with and without the
 annotation, bound, finished, deleted, marked for deletion; PodGroups created and
-deleted), a grouper given the cache's objects plans exactly what a grouper given equal
-copies of everything plans, for which every pod is new every cycle.
+deleted), a grouper given the cache's objects, in copies that say which keys changed
+as the live cache's do, plans exactly what a grouper given equal copies of everything
+plans, for which every pod is new every cycle.
 """
 
 from __future__ import annotations
 
 import copy
 import random
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -20,6 +22,7 @@ from kai.kube.owners import OwnerReader
 from kai.operator.cache import ClusterView
 from kai.operator.events import EventRecorder
 from kai.operator.pod_grouper import PodGrouper
+from tests.unit.api.logged_store import LoggedStore
 
 RESERVATIONS = "kai-res"
 
@@ -41,11 +44,25 @@ def _grouper() -> PodGrouper:
     return PodGrouper(None, OwnerReader(None), EventRecorder(None, "t"), RESERVATIONS, 4)  # type: ignore[arg-type]
 
 
-def _view(pods: dict[str, Any], groups: dict[str, Any]) -> ClusterView:
+def _view(pods: Mapping[str, Any], groups: Mapping[str, Any]) -> ClusterView:
     empty: MappingProxyType[str, Any] = MappingProxyType({})
-    return ClusterView(
-        empty, MappingProxyType(dict(pods)), empty, MappingProxyType(dict(groups)), empty, empty, 1
-    )
+    return ClusterView(empty, pods, empty, groups, empty, empty, 1)
+
+
+class _Logged(dict[str, Any]):
+    """A store the test changes as a dict, each change noted as the live cache notes it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.store = LoggedStore()
+
+    def __setitem__(self, key: str, obj: Any) -> None:
+        super().__setitem__(key, obj)
+        self.store.put(key, obj)
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        self.store.delete(key)
 
 
 def _step(rng: random.Random, pods: dict[str, Any], groups: dict[str, Any], made: int) -> None:
@@ -53,7 +70,8 @@ def _step(rng: random.Random, pods: dict[str, Any], groups: dict[str, Any], made
         name = f"p{made}-{index}"
         namespace = RESERVATIONS if rng.random() < 0.1 else "ns"
         scheduler = "kai-scheduler" if rng.random() < 0.9 else "default-scheduler"
-        named = rng.choice((None, None, f"g-{name}", "elsewhere"))
+        # Named after its own plan's group (KAI's pg-<owner>-<uid>), or another one.
+        named = rng.choice((None, None, f"pg-{name}-uid-{name}", "elsewhere"))
         pods[f"{namespace}/{name}"] = _pod(name, namespace, scheduler, named)
         if named and rng.random() < 0.5:
             groups[f"ns/{named}"] = {"metadata": {"name": named, "namespace": "ns"}}
@@ -82,14 +100,19 @@ async def test_a_grouper_reading_changes_plans_what_one_reading_everything_plans
     planned = 0
     for seed in range(25):
         rng = random.Random(seed)
-        pods: dict[str, Any] = {}
-        groups: dict[str, Any] = {}
+        pods, groups = _Logged(), _Logged()
         kept, fresh = _grouper(), _grouper()
         for made in range(30):
             _step(rng, pods, groups, made)
-            view = _view(pods, groups)
+            if rng.random() < 0.05:
+                pods.store.relist()
+            view = _view(pods.store.copy(), groups.store.copy())  # as the live cache's
             found = await kept.plan(view, classes)
-            again = await fresh.plan(_view(copy.deepcopy(pods), copy.deepcopy(groups)), classes)
+            copies = _view(
+                MappingProxyType(copy.deepcopy(dict(pods))),
+                MappingProxyType(copy.deepcopy(dict(groups))),
+            )
+            again = await fresh.plan(copies, classes)
             assert found.new.keys() == again.new.keys(), seed
             assert found.new == again.new, seed
             planned += len(found.new)
