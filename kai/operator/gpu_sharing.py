@@ -282,13 +282,6 @@ class GpuSharing:
         return len(self._locks.keys() | self._created.keys())
 
 
-def reservation_pods(
-    pods: Mapping[str, Mapping[str, Any]], namespace: str
-) -> dict[str, Mapping[str, Any]]:
-    """The reservation pods among `pods`, by key."""
-    return {key: pod for key, pod in pods.items() if holds_a_device(key, pod, namespace)}
-
-
 def holds_a_device(key: str, pod: Mapping[str, Any], namespace: str) -> bool:
     """A reservation pod: in the reservation namespace, holding a device (its group label)."""
     return key.startswith(f"{namespace}/") and bool(_group_label(pod))

@@ -47,6 +47,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from concurrent.futures import Executor, Future
 from datetime import UTC, datetime
+from typing import Any
 
 import structlog
 
@@ -64,7 +65,7 @@ from kai.operator.burst import statuses_to_write
 from kai.operator.cache import ClusterCache, ClusterView
 from kai.operator.config import QUIET_RECHECK_SECONDS
 from kai.operator.events import EventRecorder
-from kai.operator.gpu_sharing import GpuSharing, reservation_pods
+from kai.operator.gpu_sharing import GpuSharing
 from kai.operator.group_writes import GroupWrites
 from kai.operator.isolation import Engine, remembering_engine, run_isolating
 from kai.operator.metrics import Metrics
@@ -158,7 +159,7 @@ class SchedulingLoop:
         self._grouper = grouper
         self._binder = binder
         self._sharing = sharing
-        self._sharing_facts: SharingFacts | None = None  # made at the first upkeep
+        self._sharing_facts: SharingFacts | None = None  # made when first needed
         # The snapshots after each cycle's binds, for the queues' shares in status and
         # metrics: summing every pod again was 7% of a busy cluster's one-pod cycle.
         self._after_binds_memo = SnapshotMemo()
@@ -566,7 +567,7 @@ class SchedulingLoop:
     ) -> dict[str, Assumed]:
         pods = {pod.key: pod for pod in snapshot.pods}
         groups = {group.key: group for group in snapshot.pod_groups}
-        reservations = reservation_pods(view.pods, self._sharing.namespace)
+        reservations = dict(self._sharing_facts_of(view.pods).reservations)  # binds await
         resends = {uid: held.resend for uid, held in self._assumed.items() if held.resend}
         report = await self._binder.bind(
             result.bindings,
@@ -605,10 +606,7 @@ class SchedulingLoop:
 
     async def _tend_reservations(self) -> None:
         """Collect reservation pods nobody uses and publish devices to pods, on a fresh view."""
-        facts = self._sharing_facts
-        if facts is None:
-            facts = self._sharing_facts = SharingFacts(self._sharing.namespace)
-        facts.update(self._cache.view().pods)
+        facts = self._sharing_facts_of(self._cache.view().pods)
         reservations = dict(facts.reservations)  # copies: the writes below await
         self._sharing.forget_created(reservations)
         in_use = facts.in_use
@@ -617,6 +615,14 @@ class SchedulingLoop:
         in_use.update(g for placement in self._binding().values() for g in placement.gpu_groups)
         await self._sharing.collect_garbage(reservations, in_use)
         await self._sharing.publish_devices(dict(facts.waiting), reservations)
+
+    def _sharing_facts_of(self, pods: Mapping[str, Mapping[str, Any]]) -> SharingFacts:
+        """The GPU-sharing facts of `pods`, kept up to date from what changed."""
+        facts = self._sharing_facts
+        if facts is None:
+            facts = self._sharing_facts = SharingFacts(self._sharing.namespace)
+        facts.update(pods)
+        return facts
 
     def _record(
         self,

@@ -40,12 +40,13 @@ megabytes).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
+from kai.api.changes import StoreChanges
 from kai.engine.fairshare import QueueShare
 from kai.engine.group_decision import GroupDecision
 from kai.engine.model import PodPhase, Snapshot
@@ -123,7 +124,9 @@ class StatusWriter:
         # status as wanted: while neither changes, nor its totals, it is not worked out
         # again (most of a busy cluster's groups, every pass).
         self._settled: dict[str, tuple[Mapping[str, Any], GroupDecision]] = {}
-        self._seen: tuple[Collection[str], Collection[str]] = ((), ())  # queues, groups
+        # The Queues and PodGroups that came or went: what is kept of those gone is forgotten.
+        self._queue_changes = StoreChanges()
+        self._group_changes = StoreChanges()
         self.writes = 0
 
     @property
@@ -214,16 +217,11 @@ class StatusWriter:
                 log.warning("status not written", object=what, error=str(failures[what]))
             else:
                 self._written[what] = status
-        seen = (view.queues.keys(), view.pod_groups.keys())
-        if seen != self._seen:  # objects came or went: forget what is kept of those gone
-            self._seen = (set(seen[0]), set(seen[1]))
-            for key in settled.keys() - view.pod_groups.keys():
-                del settled[key]
-            present = {f"Queue {name}" for name in view.queues} | {
-                f"PodGroup {key}" for key in view.pod_groups
-            }
-            for what in [w for w in self._written if w not in present]:
-                del self._written[what]
+        for name in self._queue_changes.since_last(view.queues)[1]:
+            self._written.pop(f"Queue {name}", None)
+        for key in self._group_changes.since_last(view.pod_groups)[1]:
+            settled.pop(key, None)
+            self._written.pop(f"PodGroup {key}", None)
 
     def _patcher(self, path: str, status: Mapping[str, Any]) -> Any:
         return lambda: self._kube.merge_patch(f"{path}/status", {"status": status})
