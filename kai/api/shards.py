@@ -96,6 +96,8 @@ class Verdicts:
         self._log = ChangeLog()  # the keys whose object in the cut changed, for its readers
         self._refers: dict[str, Hashable] = {}  # key -> what else its verdict read
         self._readers: dict[Hashable, set[str]] = {}  # ... and the other way round
+        self.touched: tuple[str, ...] = ()
+        """The keys of the objects new, replaced or gone at the last cut."""
 
     def kept(
         self,
@@ -106,6 +108,7 @@ class Verdicts:
     ) -> LoggedObjects:
         again = {key for ref in changed for key in self._readers.get(ref, ())}
         new, gone = self._changes.since_last(objects)
+        self.touched = (*new, *gone)
         kept, log = self._kept, self._log
         for key in gone:
             if kept.pop(key, None) is not None:
@@ -144,17 +147,14 @@ class KeptCut:
     pod_groups: Verdicts = field(default_factory=Verdicts)
     pods: Verdicts = field(default_factory=Verdicts)
     nodes: frozenset[str] = frozenset()  # the shard's node names
-    own_groups: frozenset[str] = frozenset()  # the shard's PodGroups
-    all_groups: frozenset[str] = frozenset()  # every PodGroup
 
-    def changed(
-        self, nodes: frozenset[str], own_groups: frozenset[str], all_groups: frozenset[str]
-    ) -> set[Hashable]:
-        """What a pod's verdict may read that is not as at the last cut; then remembered."""
+    def changed(self, nodes: frozenset[str]) -> set[Hashable]:
+        """What a pod's verdict may read that is not as at the last cut: the nodes that
+        came into or left the shard, and the PodGroups new, replaced or gone since (whether
+        a group exists, and is the shard's); then remembered."""
         found: set[Hashable] = {_on_node(name) for name in nodes ^ self.nodes}
-        moved = (own_groups ^ self.own_groups) | (all_groups ^ self.all_groups)
-        found.update(_in_group(key) for key in moved)
-        self.nodes, self.own_groups, self.all_groups = nodes, own_groups, all_groups
+        found.update(_in_group(key) for key in self.pod_groups.touched)
+        self.nodes = nodes
         return found
 
 
@@ -181,9 +181,7 @@ def shard_objects(
     if remembered is None:
         own_pods = {key: pod for key, pod in pods.items() if keep(pod)}
     else:
-        changed = remembered.changed(
-            frozenset(node_names), frozenset(own_groups), frozenset(pod_groups)
-        )
+        changed = remembered.changed(frozenset(node_names))
         own_pods = remembered.pods.kept(pods, keep, _pod_refers, changed)
     return ShardObjects(
         nodes=own_nodes,
