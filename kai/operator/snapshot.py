@@ -19,12 +19,12 @@ because binding them keeps failing.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Container, Hashable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from operator import attrgetter
-from typing import Any, Generic, TypeVar, cast
+from typing import Any
 
 import structlog
 
@@ -38,14 +38,13 @@ from kai.api.topologies import parse_topology
 from kai.engine.model import Node, Pod, PodGroup, PodPhase, Queue, SetAside, Snapshot, Topology
 from kai.grouping import PodGroupPlan, grouped_manifest
 from kai.operator.cache import ClusterView
+from kai.operator.parse_memo import ParseMemo
 
 log = structlog.get_logger(__name__)
 
 INVALID_POD_GROUP = "InvalidPodGroup"
 INVALID_POD = "InvalidPod"
 INVALID_QUEUE = "InvalidQueue"
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -66,74 +65,6 @@ class Overlay:
     """Pod key -> where this process bound it, or sent a bind whose outcome is not known yet."""
     held: Mapping[str, SetAside] = field(default_factory=dict)
     """Group key -> why the group sits out this cycle (bind backoff)."""
-
-
-class ParseMemo(Generic[T]):
-    """Parse results by object key, reused while the object's version is unchanged.
-
-    The watch cache replaces an object that changes, never changes it in place, so an
-    object that is the very one parsed last cycle is not looked at again (`kept`): on a
-    busy cluster working out each of 8,000 pods' version, group and overlay was most of
-    a snapshot (70 ms of a one-pod cycle)."""
-
-    def __init__(self) -> None:
-        # key -> (version, result, what it was parsed from as the caller gave it, and the
-        # object itself when the result follows from it alone)
-        self._entries: dict[str, tuple[Hashable, T | ManifestError, Any, object]] = {}
-        self._next: dict[str, tuple[Hashable, T | ManifestError, Any, object]] = {}
-
-    def kept(
-        self, objects: Mapping[str, object], unless: Container[str] = ()
-    ) -> tuple[list[T], list[str]]:
-        """Last cycle's results for the objects that are the very ones they were parsed from
-        alone (see `get`'s `origin`), but for the keys in `unless`; and the keys of the
-        others, to `get`. One loop over all of them: it runs for every pod, every cycle."""
-        entries, after, results, others = self._entries, self._next, [], []
-        for key, obj in objects.items():
-            entry = entries.get(key)
-            if entry is not None and entry[3] is obj and key not in unless:
-                after[key] = entry
-                results.append(cast(T, entry[1]))
-            else:
-                others.append(key)
-        return results, others
-
-    def get(
-        self,
-        key: str,
-        version: Hashable,
-        parse: Callable[[], T],
-        source: object = None,
-        reuse: Callable[[Any, T], T | None] | None = None,
-        origin: object = None,
-    ) -> T | ManifestError:
-        """The object parsed; `reuse(earlier source, earlier result)`, when given, may work
-        out a new version's result from the earlier one's (None: parse it). `origin`: the
-        object, when the result depends on nothing else, for `kept` in later cycles."""
-        entry = self._entries.get(key)
-        if entry is None or entry[0] != version:
-            found: T | ManifestError | None = None
-            if entry is not None and reuse is not None and not isinstance(entry[1], ManifestError):
-                found = reuse(entry[2], entry[1])
-            if found is None:
-                try:
-                    found = parse()
-                except ManifestError as error:
-                    found = error
-            entry = (version, found, source, _kept_from(found, origin))
-        elif entry[3] is not origin:
-            entry = (*entry[:3], _kept_from(entry[1], origin))
-        self._next[key] = entry
-        return entry[1]
-
-    def end_cycle(self) -> None:
-        """Forget objects this cycle did not ask for: they are gone from the cluster."""
-        self._entries, self._next = self._next, {}
-
-
-def _kept_from(found: object, origin: object) -> object:
-    """The origin a result is kept for: none for an error, reported every cycle."""
-    return None if isinstance(found, ManifestError) else origin
 
 
 class SnapshotBuilder:
@@ -262,23 +193,29 @@ class SnapshotBuilder:
         # those are the same.
         same_classes = classes_version == self._classes_version
         self._classes_version = classes_version
-        manifests: dict[str, Mapping[str, Any]] = dict(view.pod_groups)
-        for plan in overlay.plans.values():
-            manifests.setdefault(plan.key, plan.manifest)
-        kept, others = self._groups.kept(manifests) if same_classes else ([], list(manifests))
+        if not same_classes:
+            self._groups.forget_kept()
+        kept, others = self._groups.kept(view.pod_groups)
+        # A planned group the cache does not show yet is parsed from its plan (and, not
+        # being the cache's object, never kept).
+        planned = {
+            plan.key: plan.manifest
+            for plan in overlay.plans.values()
+            if plan.key not in view.pod_groups
+        }
         groups: dict[str, PodGroup] = {}
         for group in kept:
             if broken_queues and group.queue in broken_queues:
                 others.append(group.key)  # set aside below, as the queue's parse says
             else:
                 groups[group.key] = group
-        for key in others:
-            manifest = manifests[key]
+        for key in (*others, *planned):
+            manifest = planned[key] if key in planned else view.pod_groups[key]
             parsed = self._groups.get(
                 key,
                 (_version(manifest), classes_version),
                 partial(parse_pod_group, manifest, priority_classes),
-                origin=manifest,
+                origin=None if key in planned else manifest,
             )
             if isinstance(parsed, ManifestError):
                 set_aside[key] = SetAside(key, _queue_of(manifest), INVALID_POD_GROUP, str(parsed))

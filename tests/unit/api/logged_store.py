@@ -37,3 +37,20 @@ def identity_diff(
     the very one it was (new ones too), and the keys gone."""
     changed = {key for key, obj in after.items() if before.get(key) is not obj}
     return changed, set(before) - set(after)
+
+
+class LoggedDict(dict[str, Any]):
+    """A store a test changes as a dict, each change noted in `store` as the live cache
+    notes it; `store.copy()` is the view's copy of it."""
+
+    def __init__(self, objects: Mapping[str, Any] | None = None) -> None:
+        super().__init__(objects or {})
+        self.store = LoggedStore(self)
+
+    def __setitem__(self, key: str, obj: Any) -> None:
+        super().__setitem__(key, obj)
+        self.store.put(key, obj)
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        self.store.delete(key)

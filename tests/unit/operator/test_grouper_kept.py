@@ -22,7 +22,7 @@ from kai.kube.owners import OwnerReader
 from kai.operator.cache import ClusterView
 from kai.operator.events import EventRecorder
 from kai.operator.pod_grouper import PodGrouper
-from tests.unit.api.logged_store import LoggedStore
+from tests.unit.api.logged_store import LoggedDict
 
 RESERVATIONS = "kai-res"
 
@@ -47,22 +47,6 @@ def _grouper() -> PodGrouper:
 def _view(pods: Mapping[str, Any], groups: Mapping[str, Any]) -> ClusterView:
     empty: MappingProxyType[str, Any] = MappingProxyType({})
     return ClusterView(empty, pods, empty, groups, empty, empty, 1)
-
-
-class _Logged(dict[str, Any]):
-    """A store the test changes as a dict, each change noted as the live cache notes it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.store = LoggedStore()
-
-    def __setitem__(self, key: str, obj: Any) -> None:
-        super().__setitem__(key, obj)
-        self.store.put(key, obj)
-
-    def __delitem__(self, key: str) -> None:
-        super().__delitem__(key)
-        self.store.delete(key)
 
 
 def _step(rng: random.Random, pods: dict[str, Any], groups: dict[str, Any], made: int) -> None:
@@ -100,7 +84,7 @@ async def test_a_grouper_reading_changes_plans_what_one_reading_everything_plans
     planned = 0
     for seed in range(25):
         rng = random.Random(seed)
-        pods, groups = _Logged(), _Logged()
+        pods, groups = LoggedDict(), LoggedDict()
         kept, fresh = _grouper(), _grouper()
         for made in range(30):
             _step(rng, pods, groups, made)

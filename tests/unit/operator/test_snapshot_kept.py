@@ -1,7 +1,8 @@
 """A snapshot builder that keeps last cycle's parses builds what a new builder builds.
 
 The builder takes an object that is the very one it parsed last cycle as parsed
-(`ParseMemo.kept`): the watch cache replaces an object that changes. Over runs of
+(`ParseMemo.kept`): the watch cache replaces an object that changes, and its copies say
+which keys changed (the test's stores note each change as the live cache does). Over runs of
 random changes to the cache (pods created, grouped, bound, finished, deleted, some
 invalid; PodGroups created, changed and deleted, some invalid; a queue breaking and
 mending; priority classes changing; reservation pods; the overlay's plans, assumed
@@ -12,6 +13,7 @@ snapshot a builder that never saw the cluster builds from the same view and over
 from __future__ import annotations
 
 import copy
+import dataclasses
 import random
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -21,6 +23,7 @@ from kai.engine.model import SetAside
 from kai.grouping import PodGroupPlan
 from kai.operator.cache import ClusterView
 from kai.operator.snapshot import Assumed, Overlay, SnapshotBuilder
+from tests.unit.api.logged_store import LoggedDict
 from tests.unit.operator.test_operator_snapshot import _node
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -86,10 +89,10 @@ class _Cache:
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
         self.version = 1
-        self.nodes = {name: _node(name, 8) for name in NODES}
-        self.queues = {"q": _queue("q", 1)}
-        self.groups: dict[str, dict[str, Any]] = {}
-        self.pods: dict[str, dict[str, Any]] = {}
+        self.nodes = LoggedDict({name: _node(name, 8) for name in NODES})
+        self.queues = LoggedDict({"q": _queue("q", 1)})
+        self.groups = LoggedDict()
+        self.pods = LoggedDict()
         self.classes: dict[str, dict[str, Any]] = {}
         self.made = 0
 
@@ -120,6 +123,8 @@ class _Cache:
             self.pods[f"{RESERVATIONS}/r-{self.version}"] = _reservation(
                 f"r-{self.version}", rng.choice(NODES), device
             )
+        if rng.random() < 0.05:
+            self.pods.store.relist()  # a watch expired: every object is a new one
         return self._overlay()
 
     def _group_fields(self) -> tuple[object, str | None]:
@@ -174,14 +179,23 @@ class _Cache:
         return Overlay(plans, assumed, held)
 
     def view(self) -> ClusterView:
-        def of(objects: dict[str, Any]) -> MappingProxyType[str, Any]:
-            return MappingProxyType(dict(objects))
-
+        """The stores as the live cache copies them: each copy says what changed."""
         empty: MappingProxyType[str, Any] = MappingProxyType({})
         return ClusterView(
-            of(self.nodes), of(self.pods), of(self.queues), of(self.groups), of(self.classes),
-            empty, self.version,
+            self.nodes.store.copy(), self.pods.store.copy(), self.queues.store.copy(),
+            self.groups.store.copy(), MappingProxyType(dict(self.classes)), empty, self.version,
         )  # fmt: skip
+
+
+def _plain(view: ClusterView) -> ClusterView:
+    """Copies that say nothing of what changed."""
+    return dataclasses.replace(
+        view,
+        nodes=MappingProxyType(dict(view.nodes)),
+        pods=MappingProxyType(dict(view.pods)),
+        queues=MappingProxyType(dict(view.queues)),
+        pod_groups=MappingProxyType(dict(view.pod_groups)),
+    )
 
 
 def test_a_builder_that_keeps_parses_builds_what_a_new_builder_builds() -> None:
@@ -193,7 +207,7 @@ def test_a_builder_that_keeps_parses_builds_what_a_new_builder_builds() -> None:
             overlay = cache.step()
             view = cache.view()
             built = builder.build(view, overlay, NOW)
-            fresh = SnapshotBuilder(RESERVATIONS).build(view, overlay, NOW)
+            fresh = SnapshotBuilder(RESERVATIONS).build(_plain(view), overlay, NOW)
             assert built == fresh, seed
             kept_any = kept_any or bool(built.pods)
     assert kept_any
