@@ -344,8 +344,9 @@ class SchedulingLoop:
         failed_before = self._failed_requests()  # one of this cycle's failing undoes its quiet
         with structlog.contextvars.bound_contextvars(cycle=cycle_id):
             now = datetime.now(UTC)
-            view = self._cache.view()
-            self._prune_assumed(view)
+            with _timed(timings, "view"):
+                view = self._cache.view()
+                self._prune_assumed(view)
             with _timed(timings, "group"):
                 classes = self._builder.priority_classes(view)
                 plans = await self._grouper.plan(view, classes, self._in_flight())
