@@ -14,6 +14,7 @@ from datetime import datetime
 from fractions import Fraction
 
 from kai.engine.resources import Resources
+from kai.engine.snapshot_changes import SnapshotChanges
 
 UNLIMITED = Fraction(-1)
 """KAI's special value for an unlimited quota (deserved = everything) or limit (no cap)."""
@@ -348,6 +349,9 @@ class Snapshot:
     set_aside: tuple[SetAside, ...] = ()
     """PodGroups the adapter could not use (bad spec, bad pod), reported and never scheduled."""
     topologies: tuple[Topology, ...] = ()
+    changes: SnapshotChanges | None = field(default=None, compare=False, repr=False)
+    """What changed since an earlier snapshot, when the maker knows (`snapshot_changes`):
+    an account, never a difference in what the snapshot is."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from datetime import UTC, datetime
 from fractions import Fraction
+from operator import attrgetter
+from typing import TypeVar
 
 from kai.engine.model import (
     GpuRequest,
@@ -19,6 +23,9 @@ from kai.engine.model import (
     Taint,
 )
 from kai.engine.resources import Resources
+from kai.engine.snapshot_changes import Changes, SnapshotChanges
+
+T = TypeVar("T")
 
 GI = 2**30
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
@@ -118,3 +125,24 @@ def snapshot(
     nodes: list[Node], pods: list[Pod], groups: list[PodGroup], queues: list[Queue]
 ) -> Snapshot:
     return Snapshot(tuple(nodes), tuple(pods), tuple(groups), tuple(queues), NOW)
+
+
+def told(before: Snapshot, after: Snapshot) -> Snapshot:
+    """`after` with the exact account of what changed since `before`, by key and identity,
+    as an adapter that builds snapshots tells it (`kai.engine.snapshot_changes`)."""
+
+    def of(then: tuple[T, ...], now: tuple[T, ...], key: Callable[[T], str]) -> Changes[T]:
+        old, new = {key(x): x for x in then}, {key(x): x for x in now}
+        changed = {
+            k: (old.get(k), new.get(k))
+            for k in old.keys() | new.keys()
+            if old.get(k) is not new.get(k)
+        }
+        return Changes(then, now, changed)
+
+    changes = SnapshotChanges(
+        of(before.pods, after.pods, attrgetter("key")),
+        of(before.pod_groups, after.pod_groups, attrgetter("key")),
+        of(before.nodes, after.nodes, attrgetter("name")),
+    )
+    return dataclasses.replace(after, changes=changes)

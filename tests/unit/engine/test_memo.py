@@ -42,8 +42,9 @@ from kai.engine.model import (
     TopologyConstraint,
 )
 from kai.engine.queue_refusal import queue_refusal
+from kai.engine.snapshot_changes import Changes, SnapshotChanges
 from kai.engine.topology import constrained
-from tests.unit.engine.builders import group, node, pod, queue, snapshot
+from tests.unit.engine.builders import group, node, pod, queue, snapshot, told
 
 QUEUES = ("team-a", "team-b")
 QUEUE_TREES = (
@@ -207,6 +208,56 @@ def test_the_memo_sees_each_snapshot_as_a_cold_pass_does(data: st.DataObject) ->
         _assert_eligibility_as_cold(memo, state, data.draw(st.sets(st.sampled_from(PLACEMENTS))))
         assert memo.cpu_balance().millis_per_gpu == CpuBalance(state.nodes).millis_per_gpu
         assert memo.queue_shares(state) == queue_shares(state)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_a_memo_told_what_changed_sees_each_snapshot_as_a_cold_pass_does(
+    data: st.DataObject,
+) -> None:
+    """The live scheduler's snapshots say what changed since the one before; the memo reads
+    only that when the account names the tuples it saw last, and compares everything when
+    it does not (a snapshot skipped, an account of another lineage)."""
+    memo = SnapshotMemo()
+    state = _start()
+    earlier = [state]
+    for serial in range(data.draw(st.integers(1, 25))):
+        after = data.draw(_changed(state, 100 + serial))
+        since = data.draw(st.sampled_from([state, state, state, earlier[0]]))
+        state = told(since, after)
+        earlier = [*earlier[-3:], state]
+        _assert_as_cold(memo.facts(state), state)
+        _assert_partition_as_cold(memo, state)
+        assert memo.queue_shares(state) == queue_shares(state)
+
+
+def test_an_account_that_disagrees_with_what_the_memo_saw_is_not_used() -> None:
+    """Its tuples are the right ones, but it names a pod, a group and a node as they
+    never were: the memo compares everything instead (and does not fail the cycle)."""
+    memo = SnapshotMemo()
+    first = snapshot(
+        nodes=[node("n0", gpus=8)], pods=[pod("a", group="g")], groups=[group("g", "q")],
+        queues=[queue("q")],
+    )  # fmt: skip
+    memo.facts(first)
+    second = dataclasses.replace(
+        first,
+        pods=(pod("a", group="g", phase=PodPhase.BOUND, node_name="n0"),),
+        pod_groups=(group("g", "q"),),
+        nodes=(node("n0", gpus=4),),
+    )
+    exact = told(first, second).changes
+    assert exact is not None and exact.pods and exact.pod_groups and exact.nodes
+    never = pod("never", group="g")
+    wrong = SnapshotChanges(
+        *(
+            Changes(c.since, c.now, {key: (never, now) for key, (_, now) in c.changed.items()})
+            for c in (exact.pods, exact.pod_groups, exact.nodes)
+        )
+    )
+    state = dataclasses.replace(second, changes=wrong)
+    _assert_as_cold(memo.facts(state), state)
+    assert memo.queue_shares(state) == queue_shares(state)
 
 
 def _assert_eligibility_as_cold(memo: SnapshotMemo, state: Snapshot, asked: set[Placement]) -> None:
