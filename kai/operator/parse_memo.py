@@ -36,6 +36,7 @@ class ParseMemo(Generic[T]):
         self._kept: dict[str, T] = {}  # key -> result, for objects parsed from alone
         self._handed: list[str] = []  # the keys the last `kept` left to `get`
         self._gone: list[str] = []  # the keys gone from the store at the last `kept`
+        self._all_again = False  # `forget_kept`: the next `kept` hands out every key
 
     def kept(
         self, objects: Mapping[str, Mapping[str, Any]], unless: Collection[str] = ()
@@ -45,6 +46,8 @@ class ParseMemo(Generic[T]):
         others, for the caller to `get` (or leave out, and be handed them again)."""
         self._reads_store = True
         changed, self._gone = self._changes.since_last(objects)
+        if self._all_again:
+            changed, self._all_again = list(objects), False
         kept = self._kept
         for key in self._gone:
             kept.pop(key, None)
@@ -61,11 +64,20 @@ class ParseMemo(Generic[T]):
         self._handed = list(others)
         return list(kept.values()), list(others)
 
+    @property
+    def handed(self) -> list[str]:
+        """The keys the last `kept` handed out to be parsed."""
+        return self._handed
+
+    @property
+    def gone(self) -> list[str]:
+        """The keys gone from the store at the last `kept` (until the cycle ends)."""
+        return self._gone
+
     def forget_kept(self) -> None:
         """What parsing depends on besides the objects changed: `kept` keeps nothing, once."""
-        self._changes = StoreChanges()
         self._kept = {}
-        self._handed = []
+        self._all_again = True
 
     def get(
         self,

@@ -36,9 +36,11 @@ from kai.api.pods import SiblingParser, annotated_pod_group_key, reparsed
 from kai.api.reservations import counted_reservations
 from kai.api.topologies import parse_topology
 from kai.engine.model import Node, Pod, PodGroup, PodPhase, Queue, SetAside, Snapshot, Topology
+from kai.engine.snapshot_changes import SnapshotChanges
 from kai.grouping import PodGroupPlan, grouped_manifest
 from kai.operator.cache import ClusterView
 from kai.operator.parse_memo import ParseMemo
+from kai.operator.snapshot_lineage import Lineage
 
 log = structlog.get_logger(__name__)
 
@@ -78,6 +80,12 @@ class SnapshotBuilder:
         self._pods: ParseMemo[Pod] = ParseMemo()
         self._siblings = SiblingParser()
         self._topologies: ParseMemo[Topology] = ParseMemo()
+        # The last snapshot's pods, groups and nodes by key, to say what changed since.
+        self._pod_lineage: Lineage[Pod] = Lineage(_key)
+        self._group_lineage: Lineage[PodGroup] = Lineage(_key)
+        self._node_lineage: Lineage[Node] = Lineage(_name)
+        self._pods_whole_before = False  # the last snapshot's pod changes were not told
+        self._touched_before: set[str] = set()  # the groups planned or set aside in it
         self._classes_version: tuple[tuple[str, int], ...] | None = None
         self._reported: set[str] = set()  # problems logged, as of the last cycle
         self._reported_now: set[str] = set()  # problems seen this cycle
@@ -85,10 +93,10 @@ class SnapshotBuilder:
     def build(self, view: ClusterView, overlay: Overlay, now: datetime) -> Snapshot:
         set_aside: dict[str, SetAside] = {}
         priority_classes = self.priority_classes(view)
-        nodes = self._parse_nodes(view)
+        nodes, nodes_parsed = self._parse_nodes(view)
         queues, broken_queues = self._parse_queues(view)
         groups = self._parse_groups(view, overlay, priority_classes, broken_queues, set_aside)
-        pods = self._parse_pods(view, overlay, groups, set_aside)
+        pods, pods_parsed, reservations = self._parse_pods(view, overlay, groups, set_aside)
         # A group in bind backoff waits: its pending pods leave the snapshot, but the group
         # and its running pods stay, so they count toward its queue (limits, fair share,
         # status) and the validator sees them.
@@ -98,12 +106,7 @@ class SnapshotBuilder:
         if held:
             pods = [p for p in pods if p.group not in held or p.phase is not PodPhase.PENDING]
         topologies = self._parse_topologies(view)
-        for memo in (self._nodes, self._queues, self._groups, self._pods, self._topologies):
-            memo.end_cycle()
-        self._siblings.forget()
-        # A problem gone from the cluster is forgotten, so the memory does not grow for ever.
-        self._reported, self._reported_now = self._reported_now, set()
-        return Snapshot(
+        snapshot = Snapshot(
             nodes=tuple(sorted(nodes, key=_name)),
             pods=tuple(sorted(pods, key=_key)),
             pod_groups=tuple(sorted(groups.values(), key=_key)),
@@ -111,6 +114,51 @@ class SnapshotBuilder:
             now=now,
             set_aside=tuple(sorted(set_aside.values(), key=lambda s: s.group)),
             topologies=tuple(sorted(topologies, key=lambda t: t.name)),
+        )
+        changes = self._changes(
+            snapshot,
+            overlay,
+            set_aside,
+            (nodes_parsed, groups, pods_parsed),
+            bool(held or reservations),
+        )
+        for memo in (self._nodes, self._queues, self._groups, self._pods, self._topologies):
+            memo.end_cycle()
+        self._siblings.forget()
+        # A problem gone from the cluster is forgotten, so the memory does not grow for ever.
+        self._reported, self._reported_now = self._reported_now, set()
+        return dataclasses.replace(snapshot, changes=changes)
+
+    def _changes(
+        self,
+        snapshot: Snapshot,
+        overlay: Overlay,
+        set_aside: Mapping[str, SetAside],
+        parsed: tuple[Mapping[str, Node], Mapping[str, PodGroup], Mapping[str, Pod]],
+        pods_whole: bool,
+    ) -> SnapshotChanges:
+        """What changed since the last snapshot (`kai.engine.snapshot_changes`): the keys
+        handed out to be parsed and those gone; for groups also those planned or set aside
+        (a broken queue's, a bad pod's) now or then. `parsed`: the nodes and pods parsed
+        this cycle, and every group. The pods' changes are not told while groups are held
+        or reservation pods counted (`pods_whole`), nor in the cycle after: either leaves
+        out pods that did not change."""
+        nodes, groups, pods = parsed
+        pods_told = not (pods_whole or self._pods_whole_before)
+        self._pods_whole_before = pods_whole
+        touched_now = {plan.key for plan in overlay.plans.values()} | set_aside.keys()
+        touched = touched_now | self._touched_before
+        self._touched_before = touched_now
+        return SnapshotChanges(
+            pods=self._pod_lineage.changes(
+                snapshot.pods, pods if pods_told else None, (*self._pods.handed, *self._pods.gone)
+            ),
+            pod_groups=self._group_lineage.changes(
+                snapshot.pod_groups, groups, (*self._groups.handed, *self._groups.gone, *touched)
+            ),
+            nodes=self._node_lineage.changes(
+                snapshot.nodes, nodes, (*self._nodes.handed, *self._nodes.gone)
+            ),
         )
 
     @property
@@ -128,8 +176,10 @@ class SnapshotBuilder:
                 self._report(key, error)
         return classes
 
-    def _parse_nodes(self, view: ClusterView) -> list[Node]:
+    def _parse_nodes(self, view: ClusterView) -> tuple[list[Node], dict[str, Node]]:
+        """The usable nodes, and those of them parsed this cycle by key."""
         nodes, others = self._nodes.kept(view.nodes)
+        parsed_now: dict[str, Node] = {}
         for key in others:
             manifest = view.nodes[key]
             parsed = self._nodes.get(
@@ -139,7 +189,8 @@ class SnapshotBuilder:
                 self._report(key, parsed)
             else:
                 nodes.append(parsed)
-        return nodes
+                parsed_now[key] = parsed
+        return nodes, parsed_now
 
     def _parse_topologies(self, view: ClusterView) -> list[Topology]:
         """The usable Topologies; a bad one is reported and left out, so the groups that
@@ -232,9 +283,12 @@ class SnapshotBuilder:
         overlay: Overlay,
         groups: dict[str, PodGroup],
         set_aside: dict[str, SetAside],
-    ) -> list[Pod]:
+    ) -> tuple[list[Pod], dict[str, Pod], bool]:
+        """The pods, those of them parsed this cycle (but reservation pods) by key, and
+        whether there are reservation pods."""
         pods: list[Pod] = []
         reservations: list[Pod] = []
+        parsed_now: dict[str, Pod] = {}
         overlaid = overlay.plans.keys() | overlay.assumed.keys()
         namespace = self._reservation_namespace
         in_reservations = f"{namespace}/"
@@ -276,7 +330,10 @@ class SnapshotBuilder:
                 reservations.append(parsed)
             else:
                 pods.append(parsed)
-        return pods + counted_reservations(reservations, pods) if reservations else pods
+                parsed_now[key] = parsed
+        if reservations:
+            return pods + counted_reservations(reservations, pods), parsed_now, True
+        return pods, parsed_now, False
 
     def _set_pod_aside(
         self,

@@ -99,3 +99,15 @@ def test_a_gone_object_is_forgotten_and_a_forgotten_memo_hands_out_everything() 
     store.put("a", gone)  # the very object again, under a key the memo forgot
     assert _cycle(memo, store) == (["parsed b"], ["a"])
     assert PARSED == ["a"]
+
+
+def test_a_forgotten_memo_still_says_which_keys_are_gone() -> None:
+    """The snapshot builder tells the engine which objects left (`gone`): forgetting what
+    is kept (the priority classes changed) must not forget what was there."""
+    memo: ParseMemo[str] = ParseMemo()
+    store = _store("a", "b")
+    _cycle(memo, store)
+    memo.forget_kept()
+    store.delete("a")
+    kept, handed = memo.kept(store.copy())
+    assert (kept, handed, memo.gone) == ([], ["b"], ["a"])
