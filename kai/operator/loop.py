@@ -56,9 +56,10 @@ from kai.engine.cycle import CycleResult, preload_solver
 from kai.engine.fairshare import QueueShare
 from kai.engine.group_decision import GroupDecision
 from kai.engine.memo import SnapshotMemo
-from kai.engine.model import EngineConfig, PodPhase, Snapshot
+from kai.engine.model import EngineConfig, Snapshot
 from kai.engine.time_rules import next_time_change
 from kai.grouping import PodGroupPlan
+from kai.operator.after_binds import AfterBinds
 from kai.operator.backoff import BindBackoff
 from kai.operator.binder import Annotations, Binder, Held, still_held
 from kai.operator.burst import statuses_to_write
@@ -163,6 +164,7 @@ class SchedulingLoop:
         # The snapshots after each cycle's binds, for the queues' shares in status and
         # metrics: summing every pod again was 7% of a busy cluster's one-pod cycle.
         self._after_binds_memo = SnapshotMemo()
+        self._after_snapshots = AfterBinds()
         self._status = status
         self._stamps = stamps
         self._events = events
@@ -487,7 +489,7 @@ class SchedulingLoop:
                 cycle.grouping.stamped,
                 self._grouper.owed_groups,
             )
-        after = _with_binds(snapshot, bound)
+        after = self._after_snapshots.snapshot(snapshot, bound)
         shares = self._after_binds_memo.queue_shares(after)
         burst_continues = cycle.plans.burst_continues
         decisions = statuses_to_write(result.groups, burst_continues)
@@ -760,21 +762,3 @@ def _timed(timings: dict[str, float], step: str) -> Iterator[None]:
         yield
     finally:
         timings[step] = time.monotonic() - began
-
-
-def _with_binds(snapshot: Snapshot, bound: Mapping[str, Assumed]) -> Snapshot:
-    """The snapshot after the binds that succeeded (not those the engine only proposed)."""
-    if not bound:
-        return snapshot
-    pods = tuple(
-        dataclasses.replace(
-            pod,
-            phase=PodPhase.BOUND,
-            node=bound[pod.key].node,
-            gpu_groups=bound[pod.key].gpu_groups,
-        )
-        if pod.key in bound
-        else pod
-        for pod in snapshot.pods
-    )
-    return dataclasses.replace(snapshot, pods=pods)

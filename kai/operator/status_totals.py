@@ -28,6 +28,7 @@ from kai.engine.accounting import accounting_device_memory
 from kai.engine.gangs import pod_resources
 from kai.engine.model import UNLIMITED, Node, Pod, PodGroup, PodPhase, Snapshot
 from kai.engine.resources import Resources, ResourceSum
+from kai.engine.snapshot_changes import Changes, SnapshotChanges
 
 _NOTHING = Resources()
 _FINISHED = (PodPhase.SUCCEEDED, PodPhase.FAILED)
@@ -126,6 +127,9 @@ class KeptTotals:
     def _start_over(self, default_memory: int | None, nodes: tuple[Node, ...]) -> None:
         self._default_memory, self._nodes = default_memory, nodes
         self._pods: dict[int, Pod] = {}  # id -> pod, of the last snapshot (kept alive)
+        # The last snapshot's tuples, which the next one's account of changes must name.
+        self._seen_pods: tuple[Pod, ...] | None = None
+        self._seen_groups: tuple[PodGroup, ...] | None = None
         self._members: dict[str, dict[int, Pod]] = {}  # group key -> its pods
         self._groups: dict[str, PodGroup] = {}
         self._totals: dict[str, StatusTotals] = {}
@@ -146,31 +150,69 @@ class KeptTotals:
         default_memory = accounting_device_memory(after)
         if default_memory != self._default_memory or not _same(after.nodes, self._nodes):
             self._start_over(default_memory, after.nodes)  # every share may count anew
-        dirty: set[str] = set()
-        groups = {group.key: group for group in after.pod_groups}
-        earlier = self._groups
-        for key, group in groups.items():
-            if earlier.get(key) is not group:
-                dirty.add(key)
-        dirty.update(earlier.keys() - groups.keys())
-        self._groups = groups
-        pods = dict(zip(map(id, after.pods), after.pods, strict=True))
-        for pod_id in self._pods.keys() - pods.keys():
-            pod = self._pods[pod_id]
+        changes = after.changes or SnapshotChanges()
+        dirty = self._bring_groups(after.pod_groups, changes.pod_groups)
+        left, arrived = self._bring_pods(after.pods, changes.pods)
+        for pod_id, pod in left:
             dirty.add(pod.group)
             members = self._members[pod.group]
             del members[pod_id]
             if not members:
                 del self._members[pod.group]
-        for pod_id in pods.keys() - self._pods.keys():
-            pod = pods[pod_id]
+        for pod_id, pod in arrived:
             dirty.add(pod.group)
             self._members.setdefault(pod.group, {})[pod_id] = pod
-        self._pods = pods
         device_memory = _DeviceMemory(after, default_memory)
         for key in dirty:
             self._recount(key, device_memory)
         return dirty
+
+    def _bring_groups(
+        self, groups: tuple[PodGroup, ...], told: Changes[PodGroup] | None
+    ) -> set[str]:
+        """The groups to `groups`; the keys of those new, replaced or gone. From the
+        snapshot's account of what changed when it holds (`kai.engine.snapshot_changes`)."""
+        earlier, seen = self._groups, self._seen_groups
+        self._seen_groups = groups
+        if (
+            told is not None
+            and told.describes(seen, groups)
+            and all(earlier.get(key) is then for key, (then, _) in told.changed.items())
+        ):
+            for key, (_, now) in told.changed.items():
+                if now is None:
+                    del earlier[key]
+                else:
+                    earlier[key] = now
+            return set(told.changed)
+        by_key = {group.key: group for group in groups}
+        dirty = {key for key, group in by_key.items() if earlier.get(key) is not group}
+        dirty.update(earlier.keys() - by_key.keys())
+        self._groups = by_key
+        return dirty
+
+    def _bring_pods(
+        self, pods: tuple[Pod, ...], told: Changes[Pod] | None
+    ) -> tuple[list[tuple[int, Pod]], list[tuple[int, Pod]]]:
+        """The pods to `pods`; those that left and those that arrived, by identity."""
+        known, seen = self._pods, self._seen_pods
+        self._seen_pods = pods
+        if (
+            told is not None
+            and told.describes(seen, pods)
+            and all(then is None or id(then) in known for then, _ in told.changed.values())
+        ):
+            left = [(id(then), then) for then, _ in told.changed.values() if then is not None]
+            arrived = [(id(now), now) for _, now in told.changed.values() if now is not None]
+            for pod_id, _ in left:
+                del known[pod_id]
+            known.update(arrived)
+            return left, arrived
+        by_id = dict(zip(map(id, pods), pods, strict=True))
+        left = [(pod_id, known[pod_id]) for pod_id in known.keys() - by_id.keys()]
+        arrived = [(pod_id, by_id[pod_id]) for pod_id in by_id.keys() - known.keys()]
+        self._pods = by_id
+        return left, arrived
 
     def _recount(self, key: str, device_memory: _DeviceMemory) -> None:
         old = self._totals.pop(key, None)

@@ -24,11 +24,13 @@ from typing import Any, cast
 from kai.engine.group_decision import GroupDecision
 from kai.engine.model import Node, Pod, PodGroup, PodPhase, Snapshot
 from kai.kube.client import Kube
+from kai.operator.after_binds import AfterBinds
 from kai.operator.cache import ClusterView
 from kai.operator.events import EventRecorder
+from kai.operator.snapshot import Assumed
 from kai.operator.status import StatusWriter
 from kai.operator.status_totals import KeptTotals
-from tests.unit.engine.builders import group, node, pod
+from tests.unit.engine.builders import group, node, pod, told
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 QUEUES = ("a", "b", "c")
@@ -187,6 +189,42 @@ def test_kept_totals_equal_totals_summed_anew() -> None:
             assert dict(kept.groups) == dict(fresh.groups), seed
             zero = {name for name, totals in kept.queues().items() if not _counts(totals)}
             assert {k: v for k, v in kept.queues().items() if k not in zero} == fresh.queues()
+
+
+def test_totals_told_what_changed_after_each_cycles_binds_equal_totals_summed_anew() -> None:
+    """As the live loop feeds them: the engine's snapshot tells what changed since the one
+    before, and the snapshot after the binds (`AfterBinds`) what changed since the one
+    after the last binds; both accounts are exact."""
+    told_any = 0
+    for seed in range(20):
+        rng = random.Random(seed)
+        cluster = _Cluster(rng, [node(f"n{i}") for i in range(3)])
+        kept, lineage = KeptTotals(), AfterBinds()
+        decided: Snapshot | None = None
+        after: Snapshot | None = None
+        for _ in range(STEPS):
+            cluster.step()
+            now = cluster.snapshot()
+            decided = now if decided is None else told(decided, now)
+            pending = [p for p in decided.pods if p.phase is PodPhase.PENDING]
+            bound = {
+                p.key: Assumed(rng.choice(cluster.nodes).name, ())
+                for p in rng.sample(pending, min(len(pending), rng.choice((0, 0, 1, 2))))
+            }
+            previous, after = after, lineage.snapshot(decided, bound)
+            assert after.changes is not None
+            if previous is not None and after.changes.pods is not None:
+                assert after.changes.pods.since is previous.pods
+                assert after.changes.pods.now is after.pods
+                assert after.changes.pods.changed == told(previous, after).changes.pods.changed  # type: ignore[union-attr]
+                told_any += 1
+            kept.update(after)
+            fresh = KeptTotals()
+            fresh.update(_copied(after))
+            assert dict(kept.groups) == dict(fresh.groups), seed
+            zero = {name for name, totals in kept.queues().items() if not _counts(totals)}
+            assert {k: v for k, v in kept.queues().items() if k not in zero} == fresh.queues()
+    assert told_any > 500
 
 
 def _counts(totals: Any) -> bool:
