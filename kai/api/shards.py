@@ -14,7 +14,7 @@ and the engine never hears of pools: it schedules whatever snapshot it is given.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Container, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -144,17 +144,15 @@ class KeptCut:
     """The verdicts of a shard's last cut of a cluster, and what the pods' verdicts read
     then, for its next cut (see `Verdicts`)."""
 
+    nodes: Verdicts = field(default_factory=Verdicts)
     pod_groups: Verdicts = field(default_factory=Verdicts)
     pods: Verdicts = field(default_factory=Verdicts)
-    nodes: frozenset[str] = frozenset()  # the shard's node names
 
-    def changed(self, nodes: frozenset[str]) -> set[Hashable]:
-        """What a pod's verdict may read that is not as at the last cut: the nodes that
-        came into or left the shard, and the PodGroups new, replaced or gone since (whether
-        a group exists, and is the shard's); then remembered."""
-        found: set[Hashable] = {_on_node(name) for name in nodes ^ self.nodes}
+    def changed(self) -> set[Hashable]:
+        """What a pod's verdict may read that may not be as at the last cut: the nodes and
+        the PodGroups new, replaced or gone since (whether one exists, and is the shard's)."""
+        found: set[Hashable] = {_on_node(name) for name in self.nodes.touched}
         found.update(_in_group(key) for key in self.pod_groups.touched)
-        self.nodes = nodes
         return found
 
 
@@ -168,11 +166,14 @@ def shard_objects(
 ) -> ShardObjects:
     """Cut the cluster down to one shard. PodGroups are keyed "namespace/name".
     `remembered`: the verdicts of an earlier cut of these objects, kept up to date."""
-    own_nodes = {key: node for key, node in nodes.items() if shard.owns(node)}
-    node_names = {str((node.get("metadata") or {}).get("name")) for node in own_nodes.values()}
+    node_names: Container[str]
     if remembered is None:
+        own_nodes = {key: node for key, node in nodes.items() if shard.owns(node)}
+        node_names = {str((node.get("metadata") or {}).get("name")) for node in own_nodes.values()}
         own_groups = {key: group for key, group in pod_groups.items() if shard.owns(group)}
     else:
+        own_nodes = remembered.nodes.kept(nodes, shard.owns)
+        node_names = own_nodes.keys()  # a watch cache keys a node by its name
         own_groups = remembered.pod_groups.kept(pod_groups, shard.owns)
 
     def keep(pod: Manifest) -> bool:
@@ -181,7 +182,7 @@ def shard_objects(
     if remembered is None:
         own_pods = {key: pod for key, pod in pods.items() if keep(pod)}
     else:
-        changed = remembered.changed(frozenset(node_names))
+        changed = remembered.changed()
         own_pods = remembered.pods.kept(pods, keep, _pod_refers, changed)
     return ShardObjects(
         nodes=own_nodes,
@@ -194,7 +195,7 @@ def shard_objects(
 def _pod_in_shard(
     shard: Shard,
     pod: Manifest,
-    node_names: set[str],
+    node_names: Container[str],
     own_groups: Any,
     all_groups: Any,
 ) -> bool:
