@@ -56,7 +56,7 @@ from kai.engine.cycle import CycleResult, preload_solver
 from kai.engine.fairshare import QueueShare
 from kai.engine.group_decision import GroupDecision
 from kai.engine.memo import SnapshotMemo
-from kai.engine.model import EngineConfig, Snapshot
+from kai.engine.model import EngineConfig, Pod, PodGroup, Snapshot
 from kai.engine.time_rules import next_time_change
 from kai.grouping import PodGroupPlan
 from kai.operator.after_binds import AfterBinds
@@ -481,7 +481,7 @@ class SchedulingLoop:
             await self._evict(result, snapshot)
         self._still_leading("stamps")
         with _timed(timings, "stamps"):
-            started = {pod.group for pod in snapshot.pods if pod.key in bound}
+            started = {pod.group for pod in snapshot.pods if pod.key in bound} if bound else set()
             await self._stamps.publish(
                 view.pod_groups,
                 result.stamps,
@@ -568,8 +568,13 @@ class SchedulingLoop:
         after: asyncio.Event | None = None,
         answered: asyncio.Event | None = None,
     ) -> dict[str, Assumed]:
-        pods = {pod.key: pod for pod in snapshot.pods}
-        groups = {group.key: group for group in snapshot.pod_groups}
+        pods: dict[str, Pod] = {}
+        groups: dict[str, PodGroup] = {}
+        if result.bindings:  # the binder reads the gangs it binds, all their pods
+            binding = {b.pod for b in result.bindings}
+            gangs = {pod.group for pod in snapshot.pods if pod.key in binding}
+            pods = {pod.key: pod for pod in snapshot.pods if pod.group in gangs}
+            groups = {group.key: group for group in snapshot.pod_groups if group.key in gangs}
         reservations = dict(self._sharing_facts_of(view.pods).reservations)  # binds await
         resends = {uid: held.resend for uid, held in self._assumed.items() if held.resend}
         report = await self._binder.bind(
