@@ -18,31 +18,106 @@ but none is missed. A rule that makes the engine read `now` belongs here too.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from kai.engine.evictions.minruntime import preemption_delay_end
+from kai.engine.evictions.minruntime import preemption_delay_until
 from kai.engine.evictions.stale import grace_seconds
-from kai.engine.model import EvictionConfig, Queue, Snapshot
+from kai.engine.model import EvictionConfig, PodGroup, Queue, Snapshot
 
 
 def next_time_change(snapshot: Snapshot, config: EvictionConfig) -> datetime | None:
     """The earliest instant after `snapshot.now` at which a time rule may flip for some
     group of the snapshot; None: never. (A cycle that changes a group's timestamps
     writes them, and the next cycle's snapshot has them.)"""
-    now = snapshot.now
     minimums = _min_runtimes(snapshot.queues, config)
+    return min(
+        (
+            instant
+            for group in snapshot.pod_groups
+            for instant in _instants(group, minimums, config)
+            if instant > snapshot.now
+        ),
+        default=None,
+    )
+
+
+class TimeRuleInstants:
+    """`next_time_change` kept from snapshot to snapshot, for the live loop: a group's
+    instants are worked out again only when its object changed (by the snapshot's
+    account of its changes, else by identity), and kept in order, so that the first
+    after `now` is found by bisection. Worked out anew for every group, it was 6% of
+    kai's CPU while pods came one at a time beside 8,000."""
+
+    def __init__(self) -> None:
+        self._start_over(None)
+
+    def _start_over(self, basis: object) -> None:
+        self._basis = basis
+        self._groups: dict[str, PodGroup] = {}
+        self._instants: dict[str, tuple[datetime, ...]] = {}
+        self._ordered: list[tuple[datetime, str]] = []
+        self._seen: tuple[PodGroup, ...] | None = None
+
+    def next_change(self, snapshot: Snapshot, config: EvictionConfig) -> datetime | None:
+        """As `next_time_change(snapshot, config)`."""
+        minimums = _min_runtimes(snapshot.queues, config)
+        basis = (frozenset(minimums), config.staleness_grace_seconds)
+        if basis != self._basis:
+            self._start_over(basis)
+        for key in self._changed(snapshot):
+            for instant in self._instants.pop(key, ()):
+                del self._ordered[bisect.bisect_left(self._ordered, (instant, key))]
+            group = self._groups.get(key)
+            if group is not None:
+                instants = self._instants[key] = _instants(group, minimums, config)
+                for instant in instants:
+                    bisect.insort(self._ordered, (instant, key))
+        after = bisect.bisect_right(self._ordered, (snapshot.now, _AFTER_EVERY_KEY))
+        return self._ordered[after][0] if after < len(self._ordered) else None
+
+    def _changed(self, snapshot: Snapshot) -> list[str]:
+        """The keys of the groups new, replaced or gone; `_groups` brought to the snapshot."""
+        groups, seen = snapshot.pod_groups, self._seen
+        self._seen = groups
+        told = snapshot.changes.pod_groups if snapshot.changes else None
+        if (
+            told is not None
+            and told.describes(seen, groups)
+            and all(self._groups.get(key) is then for key, (then, _) in told.changed.items())
+        ):
+            for key, (_, now) in told.changed.items():
+                if now is None:
+                    del self._groups[key]
+                else:
+                    self._groups[key] = now
+            return list(told.changed)
+        by_key = {group.key: group for group in groups}
+        earlier = self._groups
+        self._groups = by_key
+        changed = [key for key, group in by_key.items() if earlier.get(key) is not group]
+        return changed + [key for key in earlier if key not in by_key]
+
+
+_AFTER_EVERY_KEY = "\U0010ffff"
+"""Sorts after any group key: (now, this) is after every (now, key)."""
+
+
+def _instants(
+    group: PodGroup, minimums: Iterable[timedelta], config: EvictionConfig
+) -> tuple[datetime, ...]:
+    """Every instant at which a time rule may flip for the group, past ones too, in order."""
     found: list[datetime] = []
-    for group in snapshot.pod_groups:
-        if group.last_start is not None:
-            found.extend(_first_after(now, (group.last_start + m for m in minimums)))
-        delay_end = preemption_delay_end(group, now)
-        if delay_end is not None:
-            found.append(delay_end)
-        grace = grace_seconds(group, config.staleness_grace_seconds)
-        if group.stale_since is not None and grace >= 0:
-            found.extend(_first_after(now, (group.stale_since + timedelta(seconds=grace),)))
-    return min(found, default=None)
+    if group.last_start is not None:
+        found.extend(group.last_start + minimum for minimum in minimums)
+    delay_until = preemption_delay_until(group)
+    if delay_until is not None:
+        found.append(delay_until)
+    grace = grace_seconds(group, config.staleness_grace_seconds)
+    if group.stale_since is not None and grace >= 0:
+        found.append(group.stale_since + timedelta(seconds=grace))
+    return tuple(sorted(found))
 
 
 def _min_runtimes(queues: Iterable[Queue], config: EvictionConfig) -> list[timedelta]:
@@ -54,8 +129,3 @@ def _min_runtimes(queues: Iterable[Queue], config: EvictionConfig) -> list[timed
     for queue in queues:
         seconds.update((queue.preempt_min_runtime_seconds, queue.reclaim_min_runtime_seconds))
     return [timedelta(seconds=s) for s in seconds if s is not None and s > 0]
-
-
-def _first_after(now: datetime, instants: Iterable[datetime]) -> list[datetime]:
-    later = [instant for instant in instants if instant > now]
-    return [min(later)] if later else []

@@ -57,7 +57,7 @@ from kai.engine.fairshare import QueueShare
 from kai.engine.group_decision import GroupDecision
 from kai.engine.memo import SnapshotMemo
 from kai.engine.model import EngineConfig, Pod, PodGroup, Snapshot
-from kai.engine.time_rules import next_time_change
+from kai.engine.time_rules import TimeRuleInstants
 from kai.grouping import PodGroupPlan
 from kai.operator.after_binds import AfterBinds
 from kai.operator.backoff import BindBackoff
@@ -165,6 +165,7 @@ class SchedulingLoop:
         # metrics: summing every pod again was 7% of a busy cluster's one-pod cycle.
         self._after_binds_memo = SnapshotMemo()
         self._after_snapshots = AfterBinds()
+        self._time_rules = TimeRuleInstants()  # when a quiet cluster must be looked at again
         self._status = status
         self._stamps = stamps
         self._events = events
@@ -520,6 +521,8 @@ class SchedulingLoop:
             total_ms=round(elapsed * 1000, 1),
         )
         waits_on_leases = self._unserved is not None and self._unserved.waits_on_leases
+        # Every cycle, so that each snapshot's account of its changes follows the last.
+        time_rule_due = self._time_rules.next_change(snapshot, self._engine.evictions)
         if (
             _decided_nothing(result, cycle.plans)
             and not self._assumed
@@ -529,7 +532,7 @@ class SchedulingLoop:
             self._quiet = Quiet(
                 view.revision,
                 cycle.failed_before,
-                next_time_change(snapshot, self._engine.evictions),
+                time_rule_due,
                 time.monotonic() + self._quiet_recheck,
             )
         self.cycles += 1

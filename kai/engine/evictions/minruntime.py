@@ -74,13 +74,18 @@ def preemption_delayed(group: PodGroup, now: datetime) -> bool:
 
 
 def preemption_delay_end(group: PodGroup, now: datetime) -> datetime | None:
-    """When the gang's preemption delay ends, if it has not yet; it counts from the later of
-    its creation and its last eviction."""
+    """When the gang's preemption delay ends, if it has not yet."""
+    end = preemption_delay_until(group)
+    return end if end is not None and now < end else None
+
+
+def preemption_delay_until(group: PodGroup) -> datetime | None:
+    """When the gang's preemption delay ends (or ended): it counts from the later of its
+    creation and its last eviction; None: it has none."""
     delay = group.preemption_delay_seconds
     if not delay or delay <= 0:
         return None
     moments = [m for m in (group.created, group.last_eviction) if m is not None]
     if not moments:
         return None
-    end = max(moments) + timedelta(seconds=delay)
-    return end if now < end else None
+    return max(moments) + timedelta(seconds=delay)

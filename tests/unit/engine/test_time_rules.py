@@ -8,12 +8,13 @@ too late (a quiet loop would sleep through the change) or too early fails here.
 from __future__ import annotations
 
 import dataclasses
+import random
 from datetime import datetime, timedelta
 
 from kai.engine.cycle import run_cycle
-from kai.engine.model import EngineConfig, EvictionConfig, Snapshot
-from kai.engine.time_rules import next_time_change
-from tests.unit.engine.builders import NOW, group, node, pod, queue, snapshot
+from kai.engine.model import EngineConfig, EvictionConfig, PodGroup, Snapshot
+from kai.engine.time_rules import TimeRuleInstants, next_time_change
+from tests.unit.engine.builders import NOW, group, node, pod, queue, snapshot, told
 from tests.unit.evictions.clusters import inside_deserved_cluster
 
 SECOND = timedelta(seconds=1)
@@ -75,3 +76,52 @@ def test_nothing_timed_nothing_named() -> None:
     started_long_ago = _with_groups(snap, "borrow", last_start=NOW - timedelta(days=1))
     config = EvictionConfig(reclaim_min_runtime_seconds=600.0)
     assert next_time_change(started_long_ago, config) is None
+
+
+def _random_group(rng: random.Random, name: str) -> PodGroup:
+    def moment() -> datetime | None:
+        return rng.choice((None, NOW + timedelta(seconds=rng.randint(-900, 900))))
+
+    return dataclasses.replace(
+        group(name, rng.choice(("q", "r"))),
+        created=moment(),
+        last_start=moment(),
+        last_eviction=moment(),
+        stale_since=moment(),
+        preemption_delay_seconds=rng.choice((None, 0.0, 60.0, 300.0)),
+        staleness_grace_period_seconds=rng.choice((None, -1.0, 0.0, 120.0)),
+    )
+
+
+def test_the_kept_instants_name_what_working_every_group_out_names() -> None:
+    """`TimeRuleInstants`, as the live loop keeps it over a cycle's snapshots: groups come,
+    change and go, the queues' minimum runtimes change, the clock moves (backwards too),
+    and the snapshots tell what changed, or an account the instants must not use, or
+    nothing."""
+    for seed in range(30):
+        rng = random.Random(seed)
+        kept = TimeRuleInstants()
+        queues = [queue("q"), queue("r")]
+        groups = {f"g{i}": _random_group(rng, f"g{i}") for i in range(8)}
+        last = snapshot([], [], list(groups.values()), queues)
+        for step in range(40):
+            for _ in range(rng.randint(0, 3)):
+                name = f"g{rng.randrange(12)}"
+                if name in groups and rng.random() < 0.3:
+                    del groups[name]
+                else:
+                    groups[name] = _random_group(rng, name)
+            if rng.random() < 0.1:
+                queues = [dataclasses.replace(queues[0], reclaim_min_runtime_seconds=rng.choice((None, 30.0, 600.0))), queues[1]]  # fmt: skip
+            now = NOW + timedelta(seconds=rng.randint(-1000, 1000))
+            made = dataclasses.replace(
+                snapshot([], [], [groups[k] for k in sorted(groups)], queues), now=now
+            )
+            roll = rng.random()
+            current = made if roll < 0.2 else told(last if roll < 0.9 else made, made)
+            config = EvictionConfig(staleness_grace_seconds=rng.choice((60.0, 60.0, 3600.0)))
+            assert kept.next_change(current, config) == next_time_change(current, config), (
+                seed,
+                step,
+            )
+            last = current
