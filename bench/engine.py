@@ -18,13 +18,15 @@ same decisions; `--profile` always profiles that way, as cProfile sees no childr
 
 `--steady` times the other end of a live cluster's life: one pending pod beside 8,000
 running on the openb trace's cluster (`bench/steady.py`), with the memo a live scheduler
-keeps from the cycle before and without it; `--all` runs it too.
+keeps from the cycle before and the account of what changed since that its snapshot
+builder gives (`kai.engine.snapshot_changes`), and without them; `--all` runs it too.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import dataclasses
 import json
 import os
 import pstats
@@ -51,6 +53,7 @@ from kai.engine.cycle import CycleResult, preload_solver, run_cycle
 from kai.engine.gangs import pod_resources
 from kai.engine.memo import SnapshotMemo
 from kai.engine.model import EngineConfig, PodPhase, Snapshot
+from kai.engine.snapshot_changes import changes_between
 
 MATRIX = ((100, 1000), (500, 5000), (1000, 10000), (5000, 50000))
 TARGET_CYCLE_SECONDS = 1.0  # issue 3: 1,000 nodes / 10,000 pending pods, on this machine
@@ -188,11 +191,13 @@ def measure_steady(
     runs: int, time_limit: float, progress: Callable[[str], None], isolated: bool = True
 ) -> Document:
     """One pending pod beside `steady.RUNNING_TARGET` running, three ways interleaved: the
-    full cycle with the memo a live scheduler keeps (brought to the cycle before, untimed),
-    the greedy pass alone with it, and the full cycle without it (cold, every pod read)."""
+    full cycle with the memo a live scheduler keeps (brought to the cycle before, untimed)
+    and the account of what changed since that its snapshot builder gives, the greedy
+    pass alone with both, and the full cycle without them (cold, every pod read)."""
     started = time.perf_counter()
     snapshot = steady_state_snapshot()
     before = previous_snapshot(snapshot)
+    snapshot = dataclasses.replace(snapshot, changes=changes_between(before, snapshot))
     running = sum(1 for p in snapshot.pods if p.phase is PodPhase.BOUND)
     progress(
         f"[steady state] {running} running pods, filled in {time.perf_counter() - started:.1f} s"

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from datetime import UTC, datetime
 from fractions import Fraction
-from operator import attrgetter
-from typing import TypeVar
 
 from kai.engine.model import (
     GpuRequest,
@@ -23,9 +20,7 @@ from kai.engine.model import (
     Taint,
 )
 from kai.engine.resources import Resources
-from kai.engine.snapshot_changes import Changes, SnapshotChanges
-
-T = TypeVar("T")
+from kai.engine.snapshot_changes import changes_between
 
 GI = 2**30
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
@@ -128,21 +123,6 @@ def snapshot(
 
 
 def told(before: Snapshot, after: Snapshot) -> Snapshot:
-    """`after` with the exact account of what changed since `before`, by key and identity,
-    as an adapter that builds snapshots tells it (`kai.engine.snapshot_changes`)."""
-
-    def of(then: tuple[T, ...], now: tuple[T, ...], key: Callable[[T], str]) -> Changes[T]:
-        old, new = {key(x): x for x in then}, {key(x): x for x in now}
-        changed = {
-            k: (old.get(k), new.get(k))
-            for k in old.keys() | new.keys()
-            if old.get(k) is not new.get(k)
-        }
-        return Changes(then, now, changed)
-
-    changes = SnapshotChanges(
-        of(before.pods, after.pods, attrgetter("key")),
-        of(before.pod_groups, after.pod_groups, attrgetter("key")),
-        of(before.nodes, after.nodes, attrgetter("name")),
-    )
-    return dataclasses.replace(after, changes=changes)
+    """`after` with the exact account of what changed since `before`, as an adapter that
+    builds snapshots tells it (`kai.engine.snapshot_changes`)."""
+    return dataclasses.replace(after, changes=changes_between(before, after))
