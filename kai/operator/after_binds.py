@@ -26,6 +26,8 @@ class AfterBinds:
         """From the last after-binds snapshot's pods back to the pods it was made from."""
 
     def snapshot(self, decided: Snapshot, bound: Mapping[str, Assumed]) -> Snapshot:
+        """`decided` with the pods in `bound` on their nodes, telling what changed since
+        the last snapshot made here (a reader checks that the account starts there)."""
         binds = _with_binds(decided.pods, bound)
         told = decided.changes or SnapshotChanges()
         pods = told.pods

@@ -184,11 +184,7 @@ def test_kept_totals_equal_totals_summed_anew() -> None:
             cluster.step()
             after = cluster.snapshot()
             kept.update(after)
-            fresh = KeptTotals()
-            fresh.update(_copied(after))
-            assert dict(kept.groups) == dict(fresh.groups), seed
-            zero = {name for name, totals in kept.queues().items() if not _counts(totals)}
-            assert {k: v for k, v in kept.queues().items() if k not in zero} == fresh.queues()
+            _assert_as_summed_anew(kept, after, seed)
 
 
 def test_totals_told_what_changed_after_each_cycles_binds_equal_totals_summed_anew() -> None:
@@ -216,15 +212,21 @@ def test_totals_told_what_changed_after_each_cycles_binds_equal_totals_summed_an
             if previous is not None and after.changes.pods is not None:
                 assert after.changes.pods.since is previous.pods
                 assert after.changes.pods.now is after.pods
-                assert after.changes.pods.changed == told(previous, after).changes.pods.changed  # type: ignore[union-attr]
+                exact = told(previous, after).changes
+                assert exact is not None and exact.pods is not None
+                assert after.changes.pods.changed == exact.pods.changed
                 told_any += 1
             kept.update(after)
-            fresh = KeptTotals()
-            fresh.update(_copied(after))
-            assert dict(kept.groups) == dict(fresh.groups), seed
-            zero = {name for name, totals in kept.queues().items() if not _counts(totals)}
-            assert {k: v for k, v in kept.queues().items() if k not in zero} == fresh.queues()
+            _assert_as_summed_anew(kept, after, seed)
     assert told_any > 500
+
+
+def _assert_as_summed_anew(kept: KeptTotals, after: Snapshot, seed: int) -> None:
+    fresh = KeptTotals()
+    fresh.update(_copied(after))
+    assert dict(kept.groups) == dict(fresh.groups), seed
+    zero = {name for name, totals in kept.queues().items() if not _counts(totals)}
+    assert {k: v for k, v in kept.queues().items() if k not in zero} == fresh.queues()
 
 
 def _counts(totals: Any) -> bool:
