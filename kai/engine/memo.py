@@ -222,17 +222,10 @@ class SnapshotMemo:
         """The pods that left and those that arrived since the last snapshot, by id, from
         the snapshot's account of its changes when it starts from the last snapshot's pods
         and agrees with this memo; None: find them by comparing every pod."""
-        if changes is None or not changes.describes(self._seen_pods, pods):
+        if changes is None or not changes.holds_for_ids(self._seen_pods, pods, self._pods):
             return None
-        left: set[int] = set()
-        arrived: dict[int, Pod] = {}
-        for then, now in changes.changed.values():
-            if then is not None:
-                if id(then) not in self._pods:
-                    return None
-                left.add(id(then))
-            if now is not None:
-                arrived[id(now)] = now
+        left = {id(then) for then, _ in changes.changed.values() if then is not None}
+        arrived = {id(now): now for _, now in changes.changed.values() if now is not None}
         return left, arrived
 
     def queue_shares(self, snapshot: Snapshot) -> dict[str, QueueShare]:
@@ -483,11 +476,7 @@ def _replace_changed(
     the keys whose object changed, with the object each had before (None: it is new). `told`:
     the snapshot's account of what changed since `seen`, the tuple last brought in, used
     when it is that and agrees with `by_key`."""
-    if (
-        told is not None
-        and told.describes(seen, current)
-        and all(by_key.get(key) is before for key, (before, _) in told.changed.items())
-    ):
+    if told is not None and told.holds_for(seen, current, by_key):
         for key, (before, after) in told.changed.items():
             if before is not None:
                 del objects[id(before)], by_key[key]

@@ -12,7 +12,7 @@ always right: the account is checked against the very tuples it names before it 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -32,8 +32,27 @@ class Changes(Generic[T]):
     now: tuple[T, ...]
     changed: Mapping[str, tuple[T | None, T | None]]
 
-    def describes(self, since: tuple[T, ...] | None, now: tuple[T, ...]) -> bool:
-        return self.since is since and self.now is now
+    def holds_for(
+        self, seen: tuple[T, ...] | None, now: tuple[T, ...], held: Mapping[str, T]
+    ) -> bool:
+        """Whether a reader that holds `held` (by key) for the tuple `seen` may read this
+        account to get to `now`: it starts there, ends there, and each key held what the
+        account says it did."""
+        return (
+            self.since is seen
+            and self.now is now
+            and all(held.get(key) is then for key, (then, _) in self.changed.items())
+        )
+
+    def holds_for_ids(
+        self, seen: tuple[T, ...] | None, now: tuple[T, ...], held: Container[int]
+    ) -> bool:
+        """As `holds_for`, for a reader that holds the objects by identity."""
+        return (
+            self.since is seen
+            and self.now is now
+            and all(then is None or id(then) in held for then, _ in self.changed.values())
+        )
 
     def then(self, later: Changes[T] | None) -> Changes[T] | None:
         """These changes followed by `later`, which must start where these end; else None."""
@@ -83,3 +102,28 @@ def _between(then: tuple[T, ...], now: tuple[T, ...], key: str) -> Changes[T]:
         if old.get(name) is not new.get(name)
     }
     return Changes(then, now, changed)
+
+
+def brought(
+    held: dict[str, T],
+    current: tuple[T, ...],
+    told: Changes[T] | None,
+    seen: tuple[T, ...] | None,
+    key: Callable[[T], str],
+) -> set[str]:
+    """Bring `held`, the objects of `seen` by key, to those of `current`; the keys new,
+    replaced or gone. From `told` when it holds for this reader, else by comparing every
+    object."""
+    if told is not None and told.holds_for(seen, current, held):
+        for name, (_, now) in told.changed.items():
+            if now is None:
+                del held[name]
+            else:
+                held[name] = now
+        return set(told.changed)
+    now_by_key = {key(obj): obj for obj in current}
+    changed = {name for name, obj in now_by_key.items() if held.get(name) is not obj}
+    changed.update(held.keys() - now_by_key.keys())
+    held.clear()
+    held.update(now_by_key)
+    return changed

@@ -21,10 +21,12 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from operator import attrgetter
 
 from kai.engine.evictions.minruntime import preemption_delay_until
 from kai.engine.evictions.stale import grace_seconds
 from kai.engine.model import EvictionConfig, PodGroup, Queue, Snapshot
+from kai.engine.snapshot_changes import brought
 
 
 def next_time_change(snapshot: Snapshot, config: EvictionConfig) -> datetime | None:
@@ -66,7 +68,10 @@ class TimeRuleInstants:
         basis = (frozenset(minimums), config.staleness_grace_seconds)
         if basis != self._basis:
             self._start_over(basis)
-        for key in self._changed(snapshot):
+        told = snapshot.changes.pod_groups if snapshot.changes else None
+        changed = brought(self._groups, snapshot.pod_groups, told, self._seen, attrgetter("key"))
+        self._seen = snapshot.pod_groups
+        for key in changed:
             for instant in self._instants.pop(key, ()):
                 del self._ordered[bisect.bisect_left(self._ordered, (instant, key))]
             group = self._groups.get(key)
@@ -76,28 +81,6 @@ class TimeRuleInstants:
                     bisect.insort(self._ordered, (instant, key))
         after = bisect.bisect_right(self._ordered, (snapshot.now, _AFTER_EVERY_KEY))
         return self._ordered[after][0] if after < len(self._ordered) else None
-
-    def _changed(self, snapshot: Snapshot) -> list[str]:
-        """The keys of the groups new, replaced or gone; `_groups` brought to the snapshot."""
-        groups, seen = snapshot.pod_groups, self._seen
-        self._seen = groups
-        told = snapshot.changes.pod_groups if snapshot.changes else None
-        if (
-            told is not None
-            and told.describes(seen, groups)
-            and all(self._groups.get(key) is then for key, (then, _) in told.changed.items())
-        ):
-            for key, (_, now) in told.changed.items():
-                if now is None:
-                    del self._groups[key]
-                else:
-                    self._groups[key] = now
-            return list(told.changed)
-        by_key = {group.key: group for group in groups}
-        earlier = self._groups
-        self._groups = by_key
-        changed = [key for key, group in by_key.items() if earlier.get(key) is not group]
-        return changed + [key for key in earlier if key not in by_key]
 
 
 _AFTER_EVERY_KEY = "\U0010ffff"

@@ -1,15 +1,14 @@
 """Several informers behind one change signal: the generic half of a watch cache.
 
 A consumer (the scheduling loop) waits on one event that any informer sets, and
-reads a store as a point-in-time copy taken without yielding to the event loop,
-so no watch event lands halfway through a read of several stores.
+copies the stores it reads (`current`) without yielding to the event loop, so no
+watch event lands halfway through a read of several stores.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
-from types import MappingProxyType
 from typing import Any
 
 from kai.kube.client import Kube
@@ -51,10 +50,6 @@ class WatchCache:
     @property
     def relists(self) -> int:
         return sum(informer.relists for informer in self._informers.values())
-
-    def copy(self, resource: Resource) -> Objects:
-        """A read-only copy of one store, keyed "namespace/name" (or "name")."""
-        return MappingProxyType(dict(self.current(resource)))
 
     def current(self, resource: Resource) -> Objects:
         """One store as it is, not copied: it changes with the next event, and its reader

@@ -22,13 +22,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from operator import attrgetter
 
 from kai.api.constants import NVIDIA_GPU_RESOURCE
 from kai.engine.accounting import accounting_device_memory
 from kai.engine.gangs import pod_resources
 from kai.engine.model import UNLIMITED, Node, Pod, PodGroup, PodPhase, Snapshot
 from kai.engine.resources import Resources, ResourceSum
-from kai.engine.snapshot_changes import Changes, SnapshotChanges
+from kai.engine.snapshot_changes import Changes, SnapshotChanges, brought
 
 _NOTHING = Resources()
 _FINISHED = (PodPhase.SUCCEEDED, PodPhase.FAILED)
@@ -151,7 +152,8 @@ class KeptTotals:
         if default_memory != self._default_memory or not _same(after.nodes, self._nodes):
             self._start_over(default_memory, after.nodes)  # every share may count anew
         changes = after.changes or SnapshotChanges()
-        dirty = self._bring_groups(after.pod_groups, changes.pod_groups)
+        dirty = brought(self._groups, after.pod_groups, changes.pod_groups, self._seen_groups, _key)
+        self._seen_groups = after.pod_groups
         left, arrived = self._bring_pods(after.pods, changes.pods)
         for pod_id, pod in left:
             dirty.add(pod.group)
@@ -167,41 +169,13 @@ class KeptTotals:
             self._recount(key, device_memory)
         return dirty
 
-    def _bring_groups(
-        self, groups: tuple[PodGroup, ...], told: Changes[PodGroup] | None
-    ) -> set[str]:
-        """The groups to `groups`; the keys of those new, replaced or gone. From the
-        snapshot's account of what changed when it holds (`kai.engine.snapshot_changes`)."""
-        earlier, seen = self._groups, self._seen_groups
-        self._seen_groups = groups
-        if (
-            told is not None
-            and told.describes(seen, groups)
-            and all(earlier.get(key) is then for key, (then, _) in told.changed.items())
-        ):
-            for key, (_, now) in told.changed.items():
-                if now is None:
-                    del earlier[key]
-                else:
-                    earlier[key] = now
-            return set(told.changed)
-        by_key = {group.key: group for group in groups}
-        dirty = {key for key, group in by_key.items() if earlier.get(key) is not group}
-        dirty.update(earlier.keys() - by_key.keys())
-        self._groups = by_key
-        return dirty
-
     def _bring_pods(
         self, pods: tuple[Pod, ...], told: Changes[Pod] | None
     ) -> tuple[list[tuple[int, Pod]], list[tuple[int, Pod]]]:
         """The pods to `pods`; those that left and those that arrived, by identity."""
         known, seen = self._pods, self._seen_pods
         self._seen_pods = pods
-        if (
-            told is not None
-            and told.describes(seen, pods)
-            and all(then is None or id(then) in known for then, _ in told.changed.values())
-        ):
+        if told is not None and told.holds_for_ids(seen, pods, known):
             left = [(id(then), then) for then, _ in told.changed.values() if then is not None]
             arrived = [(id(now), now) for _, now in told.changed.values() if now is not None]
             for pod_id, _ in left:
@@ -282,3 +256,6 @@ def _totals(
 
 def _same(nodes: tuple[Node, ...], earlier: tuple[Node, ...]) -> bool:
     return len(nodes) == len(earlier) and all(a is b for a, b in zip(nodes, earlier, strict=True))
+
+
+_key = attrgetter("key")

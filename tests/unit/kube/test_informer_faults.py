@@ -141,8 +141,8 @@ async def test_an_event_the_store_cannot_apply_ends_neither_the_cache_nor_other_
         cache = WatchCache(kube, [PODS, NODES])
         task = asyncio.create_task(cache.run(), name="watch cache")
         try:
-            await _until(lambda: "n" in cache.copy(NODES), task)
+            await _until(lambda: "n" in cache.current(NODES), task)
             assert not task.done()
         finally:
             task.cancel()
-    assert pods.lists >= 2 and set(cache.copy(PODS)) == {"ns/a"}
+    assert pods.lists >= 2 and set(cache.current(PODS)) == {"ns/a"}
