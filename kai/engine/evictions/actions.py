@@ -347,7 +347,7 @@ def _run_action(
         options = victim_options(state, action, preemptor)
         scanned = state.running_in(preemptor.queue) if action is Action.PREEMPT else state.running
         budget.spend(len(scanned))  # looking through the running gangs is work too
-        chosen = _choose(state, action, preemptor, options, budget, left + 1) if options else []
+        chosen = _choose(state, action, preemptor, options, budget, left + 1)
         for scenario in chosen:
             if action is not Action.CONSOLIDATE and undone_next_cycle(state, preemptor, scenario):
                 continue  # the victims would be bound back before the preemptor: ping-pong
@@ -427,13 +427,20 @@ def _choose(
     budget: SearchBudget,
     models_left: int,
 ) -> list[Scenario]:
-    """Valid scenarios, least disruptive first: the CP-SAT model's and the greedy search's."""
+    """Valid scenarios, least disruptive first: the CP-SAT model's and the greedy search's.
+
+    With no victims to take, the preemptor may still fit on room an earlier decision of the
+    cycle freed: the greedy search tries that first."""
     # Imported here, as in kai.engine.cycle: OR-Tools takes about a second to import and a
     # cycle without victims to look for never needs it.
     from kai.engine.evictions.victim_model import cp_sat_search
 
     order = VictimOrder(state, options, moves=action is Action.CONSOLIDATE)
     greedy = greedy_search(state, action, preemptor, options, budget, order)
+    if greedy is not None and not greedy.evicted:
+        return [greedy]  # it evicts nothing: no model can disrupt less, so none is built
+    if not options:
+        return []
     answer = cp_sat_search(state, action, preemptor, options, order, greedy, budget, models_left)
     budget.solver_spent += answer.work_seconds
     found = [s for s in (answer.scenario, greedy) if s is not None]

@@ -1,5 +1,7 @@
 """KAI's victim search, restated: grow the victim set in victim order until the preemptor fits and the rules pass.
 
+The empty set is tried first: room freed by an earlier decision of the cycle may hold the
+preemptor already (KAI's search starts from one victim, and takes one it does not need).
 Victims are taken one unit at a time: a pod above an elastic gang's minimum, or a
 whole gang (kai-semantics §8.6). After each unit that frees room the preemptor could
 use, the preemptor is tried on the room the victims leave (and, for consolidation,
@@ -45,7 +47,7 @@ def greedy_search(
     budget: SearchBudget,
     order: VictimOrder | None = None,
 ) -> Scenario | None:
-    """Grow the victim set in victim order until it works; then keep only what is needed.
+    """Grow the victim set in victim order, from none, until it works; then keep only what is needed.
 
     Once a set works, the rest of its victim class (queue and priority) is added too, up
     to as many units again, and then units are dropped, the largest and latest first,
@@ -60,6 +62,10 @@ def greedy_search(
     slots = _Slots(preemptor.pods, room, eligible, state.ranked_room())
     budget.spend(len(eligible))
     chosen: dict[str, set[str]] = {}
+    if slots.enough():  # room freed earlier this cycle may hold the preemptor already
+        found = _try(state, action, preemptor, by_key, chosen, room, slots.candidates, budget)
+        if isinstance(found, Scenario):
+            return found
     taken: list[VictimUnit] = []
     most = state.config.evictions.max_consolidation_preemptees
     units = order.units()

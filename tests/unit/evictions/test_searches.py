@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import pytest
+
+from kai.engine.cycle import run_cycle
 from kai.engine.evictions.budget import SearchBudget
 from kai.engine.evictions.decisions import Action
 from kai.engine.evictions.greedy_search import greedy_search
@@ -12,7 +15,7 @@ from kai.engine.evictions.rules import victim_options
 from kai.engine.evictions.scenario import Scenario
 from kai.engine.evictions.victim_model import cp_sat_search
 from kai.engine.evictions.victim_order import VictimOrder
-from kai.engine.model import Snapshot
+from kai.engine.model import EngineConfig, Snapshot
 from tests.unit.engine.builders import group, node, pod, queue, snapshot
 from tests.unit.evictions.clusters import fragmented
 from tests.unit.evictions.helpers import eviction_state, preemptor
@@ -102,3 +105,55 @@ def test_a_capacity_row_that_binds_is_kept() -> None:
     assert evicted(answer.scenario) == ["ns/cpu-only"]
     assert answer.scenario is not None
     assert [node for _, node, _ in answer.scenario.seats] == ["n0"]
+
+
+def _one_victim_frees_room_for_two(spare: bool) -> Snapshot:
+    """keeper fills n0 (its deserved 4); borrower (deserved 0) runs a 4-GPU pod on n1 and,
+    if `spare`, a 2-GPU pod on a node n2 of 2 GPUs; claimant (deserved 4) waits with two 2-GPU gangs.
+    Reclaiming n1 for the first leaves two of n1's GPUs free, all the second needs."""
+    keep = [pod(f"keep-{i}", f"keep-{i}", 1, cpu=0, memory=0, node_name="n0") for i in range(4)]
+    spared = [pod("spare", "spare", 2, cpu=0, memory=0, node_name="n2")] if spare else []
+    return snapshot(
+        [node("n0", gpus=4), node("n1", gpus=4), *([node("n2", gpus=2)] if spare else [])],
+        [
+            *keep,
+            pod("big", "big", 4, cpu=0, memory=0, node_name="n1"),
+            *spared,
+            pod("first", "first", 2, cpu=0, memory=0),
+            pod("second", "second", 2, cpu=0, memory=0),
+        ],
+        [
+            *(group(f"keep-{i}", "keeper") for i in range(4)),
+            group("big", "borrower", priority=40),
+            *([group("spare", "borrower")] if spare else []),
+            group("first", "claimant"),
+            group("second", "claimant"),
+        ],
+        [
+            queue("keeper", gpu_quota=4),
+            queue("borrower", gpu_quota=0),
+            queue("claimant", gpu_quota=4),
+        ],
+    )
+
+
+@pytest.mark.parametrize("spare", [True, False])
+@pytest.mark.parametrize("solver_seconds", [0.0, 1.0])
+def test_room_freed_earlier_in_the_cycle_takes_the_next_gang_without_victims(
+    solver_seconds: float, spare: bool
+) -> None:
+    """The search tries the empty victim set first, even with no victims left to take.
+    Before, the greedy search took the spare pod the second gang does not need, and only a
+    victim model found that nothing need go; with no spare pod, the second gang waited."""
+    result = run_cycle(
+        _one_victim_frees_room_for_two(spare),
+        EngineConfig(time_limit_seconds=solver_seconds, solver_workers=1),
+    )
+    assert [eviction.pod for eviction in result.evictions] == ["ns/big"]
+    assert sorted((p.pod, p.node) for p in result.pipelined) == [
+        ("ns/first", "n1"),
+        ("ns/second", "n1"),
+    ]
+    report = result.eviction_report
+    assert report is not None  # the second decision is the greedy search's: nothing to model
+    assert report.cp_sat_answers + report.greedy_answers == 2 and report.greedy_answers >= 1
