@@ -85,6 +85,7 @@ class SnapshotBuilder:
         self._group_lineage: Lineage[PodGroup] = Lineage(_key)
         self._node_lineage: Lineage[Node] = Lineage(_name)
         self._pods_whole_before = False  # the last snapshot's pod changes were not told
+        self._counted_before: set[str] = set()  # the reservation pods the last one counted
         self._touched_before: set[str] = set()  # the groups planned or set aside in it
         self._classes_version: tuple[tuple[str, int], ...] | None = None
         self._reported: set[str] = set()  # problems logged, as of the last cycle
@@ -96,7 +97,7 @@ class SnapshotBuilder:
         nodes, nodes_parsed = self._parse_nodes(view)
         queues, broken_queues = self._parse_queues(view)
         groups = self._parse_groups(view, overlay, priority_classes, broken_queues, set_aside)
-        pods, pods_parsed, reservations = self._parse_pods(view, overlay, groups, set_aside)
+        pods, pods_parsed, counted = self._parse_pods(view, overlay, groups, set_aside)
         # A group in bind backoff waits: its pending pods leave the snapshot, but the group
         # and its running pods stay, so they count toward its queue (limits, fair share,
         # status) and the validator sees them.
@@ -120,7 +121,8 @@ class SnapshotBuilder:
             overlay,
             set_aside,
             (nodes_parsed, groups, pods_parsed),
-            bool(held or reservations),
+            counted,
+            bool(held),
         )
         for memo in (self._nodes, self._queues, self._groups, self._pods, self._topologies):
             memo.end_cycle()
@@ -135,23 +137,28 @@ class SnapshotBuilder:
         overlay: Overlay,
         set_aside: Mapping[str, SetAside],
         parsed: tuple[Mapping[str, Node], Mapping[str, PodGroup], Mapping[str, Pod]],
+        counted: Mapping[str, Pod],
         pods_whole: bool,
     ) -> SnapshotChanges:
         """What changed since the last snapshot (`kai.engine.snapshot_changes`): the keys
         handed out to be parsed and those gone; for groups also those planned or set aside
-        (a broken queue's, a bad pod's) now or then. `parsed`: the nodes and pods parsed
-        this cycle, and every group. The pods' changes are not told while groups are held
-        or reservation pods counted (`pods_whole`), nor in the cycle after: either leaves
-        out pods that did not change."""
+        (a broken queue's, a bad pod's) now or then; for pods also the reservation pods
+        counted now or then (`counted`: now's), as a device's users come and go. `parsed`:
+        the nodes and pods parsed this cycle, and every group. The pods' changes are not
+        told while groups are held (`pods_whole`), nor in the cycle after: that leaves out
+        pods that did not change."""
         nodes, groups, pods = parsed
         pods_told = not (pods_whole or self._pods_whole_before)
         self._pods_whole_before = pods_whole
+        counted_then, self._counted_before = self._counted_before, set(counted)
         touched_now = {plan.key for plan in overlay.plans.values()} | set_aside.keys()
         touched = touched_now | self._touched_before
         self._touched_before = touched_now
         return SnapshotChanges(
             pods=self._pod_lineage.changes(
-                snapshot.pods, pods if pods_told else None, (*self._pods.handed, *self._pods.gone)
+                snapshot.pods,
+                {**pods, **counted} if pods_told else None,
+                (*self._pods.handed, *self._pods.gone, *counted, *counted_then),
             ),
             pod_groups=self._group_lineage.changes(
                 snapshot.pod_groups, groups, (*self._groups.handed, *self._groups.gone, *touched)
@@ -283,9 +290,9 @@ class SnapshotBuilder:
         overlay: Overlay,
         groups: dict[str, PodGroup],
         set_aside: dict[str, SetAside],
-    ) -> tuple[list[Pod], dict[str, Pod], bool]:
-        """The pods, those of them parsed this cycle (but reservation pods) by key, and
-        whether there are reservation pods."""
+    ) -> tuple[list[Pod], dict[str, Pod], dict[str, Pod]]:
+        """The pods, those of them parsed this cycle (but reservation pods) by key, and the
+        reservation pods counted (`counted_reservations`) by key."""
         pods: list[Pod] = []
         reservations: list[Pod] = []
         parsed_now: dict[str, Pod] = {}
@@ -331,9 +338,8 @@ class SnapshotBuilder:
             else:
                 pods.append(parsed)
                 parsed_now[key] = parsed
-        if reservations:
-            return pods + counted_reservations(reservations, pods), parsed_now, True
-        return pods, parsed_now, False
+        counted = {pod.key: pod for pod in counted_reservations(reservations, pods)}
+        return pods + list(counted.values()), parsed_now, counted
 
     def _set_pod_aside(
         self,
