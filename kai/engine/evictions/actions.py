@@ -553,12 +553,17 @@ def _waiting_messages(state: EvictionState) -> dict[str, str]:
     for decision in state.decisions:
         if decision.preemptor is None:
             continue
-        victims = len(decision.evictions)
+        seats = [record for record in decision.pipelined if record.group == decision.preemptor]
         if decision.action is None:
             reason = "Releasing pods still hold the room it is placed on"
-        else:
+        elif decision.evictions:
+            victims = len(decision.evictions)
             reason = f"{victims} pods evicted by {decision.action.value} are still leaving"
-        pods = sum(1 for record in decision.pipelined if record.group == decision.preemptor)
+        else:  # it waits on room the cycle's other decisions free
+            nodes = {record.node for record in seats}
+            leaving = sum(1 for eviction in state.evicted.values() if eviction.node in nodes)
+            reason = f"{leaving} pods evicted for other gangs are still leaving its nodes"
+        pods = len(seats)
         messages[decision.preemptor] = (
             f"{pods} pods pipelined: {reason}; the gang binds as a whole once they have left"
         )

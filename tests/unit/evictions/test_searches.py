@@ -154,6 +154,9 @@ def test_room_freed_earlier_in_the_cycle_takes_the_next_gang_without_victims(
         ("ns/first", "n1"),
         ("ns/second", "n1"),
     ]
+    assert result.groups["ns/second"].message.startswith(
+        "1 pods pipelined: 1 pods evicted for other gangs are still leaving its nodes"
+    )
     report = result.eviction_report
     assert report is not None  # the second decision is the greedy search's: nothing to model
     assert report.cp_sat_answers + report.greedy_answers == 2 and report.greedy_answers >= 1
