@@ -338,6 +338,8 @@ class SnapshotBuilder:
             else:
                 pods.append(parsed)
                 parsed_now[key] = parsed
+        if not reservations:  # no GPU sharing: no pass over the pods for devices in use
+            return pods, parsed_now, {}
         counted = {pod.key: pod for pod in counted_reservations(reservations, pods)}
         return pods + list(counted.values()), parsed_now, counted
 
