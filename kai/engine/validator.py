@@ -56,9 +56,9 @@ def validate(snapshot: Snapshot, bindings: Iterable[ProposedBinding]) -> list[st
 
     Only what the bindings touch is indexed (their pods, nodes, PodGroups): most cycles
     bind a pod or two beside thousands running, and indexing every pod and PodGroup was
-    a fifth of such a cycle. No binding breaks nothing: a cycle that binds nothing (on a
-    busy cluster, every other one: the echo of a bind) does not look at the pods at all,
-    where the checks below walked every pod three times to find none touched."""
+    a fifth of such a cycle. Without bindings no rule can be broken, so a cycle that binds
+    nothing (on a busy cluster every other one, the echo of a bind) returns at once, where
+    the checks below walked every pod three times to find none touched."""
     bindings = list(bindings)
     if not bindings:
         return []
