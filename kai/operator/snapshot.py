@@ -143,14 +143,16 @@ class SnapshotBuilder:
         """What changed since the last snapshot (`kai.engine.snapshot_changes`): the keys
         handed out to be parsed and those gone; for groups also those planned or set aside
         (a broken queue's, a bad pod's) now or then; for pods also the reservation pods
-        counted now or then (`counted`: now's), as a device's users come and go. `parsed`:
-        the nodes and pods parsed this cycle, and every group. The pods' changes are not
-        told while groups are held (`pods_whole`), nor in the cycle after: that leaves out
-        pods that did not change."""
+        counted now or then but not both (`counted`: now's), as a device's users come and
+        go: one counted both times is the very object of the last snapshot, unless parsed
+        again, and then it was handed out. `parsed`: the nodes and pods parsed this cycle,
+        and every group. The pods' changes are not told while groups are held
+        (`pods_whole`), nor in the cycle after: that leaves out pods that did not change."""
         nodes, groups, pods = parsed
         pods_told = not (pods_whole or self._pods_whole_before)
         self._pods_whole_before = pods_whole
         counted_then, self._counted_before = self._counted_before, set(counted)
+        recounted = counted_then.symmetric_difference(counted)
         touched_now = {plan.key for plan in overlay.plans.values()} | set_aside.keys()
         touched = touched_now | self._touched_before
         self._touched_before = touched_now
@@ -158,7 +160,7 @@ class SnapshotBuilder:
             pods=self._pod_lineage.changes(
                 snapshot.pods,
                 {**pods, **counted} if pods_told else None,
-                (*self._pods.handed, *self._pods.gone, *counted, *counted_then),
+                (*self._pods.handed, *self._pods.gone, *recounted),
             ),
             pod_groups=self._group_lineage.changes(
                 snapshot.pod_groups, groups, (*self._groups.handed, *self._groups.gone, *touched)
