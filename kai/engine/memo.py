@@ -458,9 +458,12 @@ def _eligible_after(
     them: a node that left drops out, and a new or changed one is asked again."""
     if not changed:
         return dict(known)
+    # frozenset's own methods: `names - changed.keys()` is a mutable set, which the searches
+    # that gather node sets in a set cannot hash.
     return {
-        placement: (names - changed.keys())
-        | {name for name in changed if name in nodes and node_accepts(nodes[name], placement)}
+        placement: names.difference(changed).union(
+            name for name in changed if name in nodes and node_accepts(nodes[name], placement)
+        )
         for placement, names in known.items()
     }
 

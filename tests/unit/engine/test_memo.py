@@ -266,6 +266,7 @@ def _assert_eligibility_as_cold(memo: SnapshotMemo, state: Snapshot, asked: set[
     index, cold = memo.eligibility(), EligibilityIndex(state.nodes)
     for p in state.pods:
         assert index.nodes_for(p) == cold.nodes_for(p), p.placement
+        assert type(index.nodes_for(p)) is frozenset  # searches gather node sets in sets
     for serial, placement in enumerate(asked):
         probe = pod(f"probe-{serial}", "g0", placement=placement)
         assert index.nodes_for(probe) == cold.nodes_for(probe), placement
@@ -346,3 +347,29 @@ def test_cycles_with_a_memo_decide_as_cycles_without() -> None:
             ),
         )
     assert sum(p.phase is PodPhase.BOUND for p in state.pods) >= 8  # the cluster did fill
+
+
+def test_a_cycle_after_a_node_changed_can_evict_with_a_memo() -> None:
+    """The memo's node sets stay frozensets when a node changes: the victim search gathers
+    them in a set, and a mutable one failed the cycle with a TypeError."""
+    memo = SnapshotMemo()
+    state = snapshot(
+        [node("n0", gpus=2), node("n1", gpus=0)],
+        [pod("low", "low", gpus=2, node_name="n0"), pod("peer", "peer", gpus=2)],
+        [
+            group("low", "team-a", priority=10),
+            group("peer", "team-a", priority=10),  # asks where it fits, may not evict
+            group("high", "team-a", priority=200),
+        ],
+        [queue("team-a")],
+    )
+    config = EngineConfig(time_limit_seconds=0)
+    run_cycle(state, config, memo)
+    changed = dataclasses.replace(
+        state,
+        nodes=(state.nodes[0], node("n1", gpus=0, labels={"zone": "a"})),
+        pods=(*state.pods, pod("urgent", "high", gpus=2)),
+        now=state.now + timedelta(seconds=1),
+    )
+    result = run_cycle(changed, config, memo)
+    assert [e.pod for e in result.evictions] == ["ns/low"]
