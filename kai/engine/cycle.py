@@ -21,6 +21,7 @@ from kai.engine.accounting import accounting_device_memory
 from kai.engine.budget import QueueBudget, Refusal, leaf_names
 from kai.engine.capacity import NodeCapacity
 from kai.engine.collector import collection_paused
+from kai.engine.decision_changes import NO_ACCOUNT, DecisionChanges
 from kai.engine.evictions.actions import (
     PIPELINED,
     EvictionReport,
@@ -112,6 +113,8 @@ class CycleResult:
     """The attempts KAI's order made this cycle: (gang, 0) for a core, (gang, n) for its n-th
     elastic pod, in order; `accepted` says which of them the decisions satisfy."""
     accepted: tuple[bool, ...] = ()
+    changes: DecisionChanges = NO_ACCOUNT
+    """Which of `groups` may differ from the last cycle's on the same memo."""
 
 
 def preload_solver() -> None:
@@ -334,6 +337,13 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
         outcome.report,
         tuple(greedy.offers),
         accepted,
+        memo.decided(
+            decisions,
+            [
+                *(group.key for group in partition.waiting),
+                *(item.group for item in snapshot.set_aside),
+            ],
+        ),
     )
 
 

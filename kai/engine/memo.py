@@ -33,6 +33,7 @@ from typing import TypeVar
 from kai.engine.accounting import accounting_device_memory
 from kai.engine.capacity import NodeCapacity, node_capacity, total_allocatable
 from kai.engine.cpu_balance import CpuBalance
+from kai.engine.decision_changes import DecisionChanges
 from kai.engine.eligibility import EligibilityIndex, node_accepts
 from kai.engine.evictions.stale import may_be_stale
 from kai.engine.fairshare import QueueShare, QueueUsage, compute_fair_shares
@@ -134,6 +135,11 @@ class SnapshotMemo:
         self._waiting: set[str] = set()
         self._queue_view: tuple[frozenset[str], frozenset[str]] | None = None
         self._regroup: set[str] = set()  # groups to partition again: changed, or pending changed
+        # For the account of decisions made anew (`decided`): the groups partitioned again
+        # since the last account, and the last account's mapping and its fresh decisions.
+        self._unreported: set[str] = set()
+        self._last_groups: Mapping[str, GroupDecision] | None = None
+        self._last_fresh: set[str] = set()
         self._constrained: set[str] = set()  # groups that name a Topology
         self._watched: set[str] = set()  # groups that may be stale (see `may_be_stale`)
         self._measure: Fragmentation | None = None
@@ -268,6 +274,7 @@ class SnapshotMemo:
         if view != self._queue_view:
             self._queue_view = view
             regroup = set(self._groups) | self._refused.keys() | self._scheduled.keys()
+        self._unreported.update(regroup)
         for key in regroup:
             self._refused.pop(key, None)
             self._scheduled.pop(key, None)
@@ -290,6 +297,20 @@ class SnapshotMemo:
             dict(self._scheduled),
             [self._groups[key] for key in sorted(self._waiting)],
         )
+
+    def decided(
+        self, groups: Mapping[str, GroupDecision], fresh: Collection[str]
+    ) -> DecisionChanges:
+        """The account of a cycle's decisions `groups` against the last cycle's on this memo;
+        `fresh`: the groups the cycle decided itself, all but those `partition` handed out.
+        A cycle that fails before this leaves its groups partitioned again unreported, for
+        the next account."""
+        fresh = set(fresh)
+        changes = DecisionChanges(
+            self._last_groups, frozenset(fresh | self._unreported | self._last_fresh)
+        )
+        self._last_groups, self._last_fresh, self._unreported = groups, fresh, set()
+        return changes
 
     def _regrouped(self, changed: Mapping[str, PodGroup | None]) -> set[int]:
         """The pods whose accounting depends on a PodGroup that changed how it counts."""

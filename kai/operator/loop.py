@@ -53,6 +53,7 @@ import structlog
 
 from kai.api.shards import Shard
 from kai.engine.cycle import CycleResult, preload_solver
+from kai.engine.decision_changes import DecisionChanges
 from kai.engine.fairshare import QueueShare
 from kai.engine.group_decision import GroupDecision
 from kai.engine.memo import SnapshotMemo
@@ -506,10 +507,10 @@ class SchedulingLoop:
         with _timed(timings, "previous-status"):
             await self._previous_status_done()
         self._trailing = asyncio.ensure_future(
-            self._publish(after, shares, decisions, cycle.now, burst_continues)
+            self._publish(after, shares, decisions, result.changes, cycle.now, burst_continues)
         )
         elapsed = time.monotonic() - cycle.began
-        self._record(timings, elapsed, shares, result.groups)
+        self._record(timings, elapsed, shares, result.groups, result.changes)
         log.info(
             "cycle",
             cycle=cycle.cycle_id,
@@ -549,6 +550,7 @@ class SchedulingLoop:
         after: Snapshot,
         shares: Mapping[str, QueueShare],
         decisions: Mapping[str, GroupDecision],
+        changes: DecisionChanges,
         now: datetime,
         burst_continues: bool,
     ) -> None:
@@ -556,7 +558,7 @@ class SchedulingLoop:
         nothing once the Lease is lost (a replica that does not lead writes nothing). While
         a burst continues, its Scheduled events wait for its end (kai.operator.events)."""
         if self._is_leader():
-            await self._status.publish(self._cache.view(), after, shares, decisions, now)
+            await self._status.publish(self._cache.view(), after, shares, decisions, now, changes)
         if self._is_leader():
             await self._events.flush(burst_continues)
         else:
@@ -641,13 +643,14 @@ class SchedulingLoop:
         elapsed: float,
         shares: Mapping[str, QueueShare],
         decisions: Mapping[str, GroupDecision],
+        changes: DecisionChanges,
     ) -> None:
         self._metrics.record_cycle(timings, elapsed, self._cache.relists, self._events.dropped)
         # A cycle that finishes after the Lease was lost must not bring back the series
         # `Metrics.leading` dropped: another replica now reports the queues.
         if self._is_leader():
             self._metrics.record_queues(shares)
-            self._metrics.record_pending(decisions)
+            self._metrics.record_pending(decisions, changes)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -18,6 +18,7 @@ from fractions import Fraction
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from kai.engine.decision_changes import NO_ACCOUNT, DecisionChanges
 from kai.engine.fairshare import QueueShare
 from kai.engine.group_decision import GroupDecision
 from kai.engine.model import UNLIMITED
@@ -64,6 +65,10 @@ class Metrics:
             registry=r,
         )
         self._evicted_groups: set[tuple[str, str]] = set()
+        # The pending groups per (queue, reason) of the decisions last counted, brought up
+        # to date from the groups the next cycle decided anew (`DecisionChanges`).
+        self._pending_counts: Tally[tuple[str, str]] = Tally()
+        self._pending_read: Mapping[str, GroupDecision] | None = None
         self.binds = Counter("kai_binds_total", "Bind attempts by result.", ["result"], registry=r)
         self.cycles = Counter("kai_cycles_total", "Scheduling cycles run.", registry=r)
         self.cycles_skipped = Counter(
@@ -131,15 +136,30 @@ class Metrics:
         self.binds.labels("failed").inc(failed)
         self.binds.labels("unknown").inc(unknown)
 
-    def record_pending(self, decisions: Mapping[str, GroupDecision]) -> None:
+    def record_pending(
+        self, decisions: Mapping[str, GroupDecision], changes: DecisionChanges = NO_ACCOUNT
+    ) -> None:
         """How many groups wait, per queue and reason, as the cycle decided (all of its
         groups, also those whose status a burst defers). A reason that no group has any
-        more loses its series instead of staying at its last count."""
-        counts = Tally(
-            (decision.queue, decision.reason or "Unknown")
-            for decision in decisions.values()
-            if not decision.scheduled
-        )
+        more loses its series instead of staying at its last count. `changes`: which
+        decisions are new since the last cycle's; when those were the last counted, only
+        the new ones are counted again."""
+        told, last = changes.keys_since(self._pending_read), self._pending_read
+        self._pending_read = decisions
+        if told is None or last is None:
+            counts = self._pending_counts = Tally(
+                filter(None, map(_pending_series, decisions.values()))
+            )
+        else:
+            counts = self._pending_counts
+            for key in told:
+                before, after = last.get(key), decisions.get(key)
+                if before is not None and (series := _pending_series(before)) is not None:
+                    counts[series] -= 1
+                    if not counts[series]:
+                        del counts[series]
+                if after is not None and (series := _pending_series(after)) is not None:
+                    counts[series] += 1
         self.pending_pod_groups.clear()
         for (queue, reason), count in counts.items():
             self.pending_pod_groups.labels(queue, reason).set(count)
@@ -171,6 +191,11 @@ class Metrics:
             self.queue_deserved_gpus.labels(name).set(_number(share.deserved.gpu))
             self.queue_allocated_gpus.labels(name).set(_number(share.allocated.gpu))
             self.queue_fair_share_gpu.labels(name).set(_number(share.fair_share.gpu))
+
+
+def _pending_series(decision: GroupDecision) -> tuple[str, str] | None:
+    """The (queue, reason) a waiting group counts under; None for a scheduled one."""
+    return None if decision.scheduled else (decision.queue, decision.reason or "Unknown")
 
 
 def _number(value: Fraction) -> float:

@@ -4,9 +4,11 @@ last cycle saw, so a dashboard does not show a former leader's numbers frozen.""
 
 from __future__ import annotations
 
+import random
 from fractions import Fraction
 from types import SimpleNamespace
 
+from kai.engine.decision_changes import NO_ACCOUNT, DecisionChanges
 from kai.engine.fairshare import QueueShare
 from kai.engine.group_decision import GroupDecision
 from kai.engine.resources import Resources
@@ -82,6 +84,35 @@ def test_pending_groups_are_counted_by_queue_and_reason_and_cleared_reasons_go()
     assert _pending(metrics) == {("team", "Unschedulable"): 1}
 
 
+def test_pending_groups_told_which_decisions_are_new_count_as_a_full_count() -> None:
+    """Each cycle's engine names the decisions it made anew since the last cycle's
+    (`DecisionChanges`); the counts brought up to date from those alone equal a count of
+    every decision, also when the account is of another mapping (read all again)."""
+    told_any = 0
+    for seed in range(30):
+        rng = random.Random(seed)
+        told, fresh = Metrics(), Metrics()
+        last: dict[str, GroupDecision] = {}
+        for _ in range(40):
+            decisions = dict(last)
+            changed = set()
+            for _ in range(rng.randint(0, 4)):
+                key = f"ns/g{rng.randrange(12)}"
+                changed.add(key)
+                if rng.random() < 0.2:
+                    decisions.pop(key, None)
+                    continue
+                reason = rng.choice((None, "OverLimit", "Unschedulable"))
+                decisions[key] = _decision(key, rng.choice(("a", "b")), reason)
+            since: dict[str, GroupDecision] = last if rng.random() < 0.8 else dict(last)
+            told_any += since is last
+            told.record_pending(decisions, DecisionChanges(since, frozenset(changed)))
+            fresh.record_pending(decisions)
+            assert _pending(told) == _pending(fresh), seed
+            last = decisions
+    assert told_any > 800
+
+
 def _one_share() -> QueueShare:
     one = Resources.of(Fraction(1), 0, 0)
     return QueueShare(one, one, one, one, one, one)
@@ -131,13 +162,15 @@ def test_a_cycle_that_ends_after_the_lease_is_lost_does_not_bring_the_queues_bac
     loop = _loop(metrics, leading)
     shares = {"team": _one_share()}
     decisions = {"ns/a": _decision("ns/a", "team", "OverLimit")}
-    loop._record({"allocate": 0.01}, 0.02, shares, decisions)
+    loop._record({"allocate": 0.01}, 0.02, shares, decisions, NO_ACCOUNT)
     assert _series(metrics, "queue_allocated_gpus") == [{"queue_name": "team"}]
     assert _pending(metrics) == {("team", "OverLimit"): 1}
 
     leading[0] = False
     metrics.leading(False)
-    loop._record({"allocate": 0.01}, 0.02, shares, decisions)  # the cycle in flight ends
+    loop._record(
+        {"allocate": 0.01}, 0.02, shares, decisions, NO_ACCOUNT
+    )  # the cycle in flight ends
 
     assert _series(metrics, "queue_allocated_gpus") == [] and _pending(metrics) == {}
     assert metrics.registry.get_sample_value("kai_cycles_total") == 2

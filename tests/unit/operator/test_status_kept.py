@@ -4,9 +4,10 @@
 the live snapshot hands them objects: an object that did not change is the same
 object. Over runs of random changes (pods arriving, binding, finishing and leaving,
 PodGroups moving queue, nodes replaced, decisions changing, the cache catching up
-with the writes or not), the kept totals equal those of a fresh `KeptTotals`, and a
-writer given the same objects sends exactly the patches of a writer given equal
-copies of everything, for which nothing is ever the same object.
+with the writes or not, another writer resetting a status), the kept totals equal
+those of a fresh `KeptTotals`, and a writer given the same objects, or also told which
+decisions are new, sends exactly the patches of a writer given equal copies of
+everything, for which nothing is ever the same object.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, cast
 
+from kai.engine.decision_changes import DecisionChanges
 from kai.engine.group_decision import GroupDecision
 from kai.engine.model import Node, Pod, PodGroup, PodPhase, Snapshot
 from kai.kube.client import Kube
@@ -56,9 +58,12 @@ class _Cluster:
     pods: dict[str, Pod] = dataclasses.field(default_factory=dict)
     decisions: dict[str, GroupDecision] = dataclasses.field(default_factory=dict)
     made: int = 0
+    decided: set[str] = dataclasses.field(default_factory=set)
+    """The groups whose decision the last step made anew (the engine's account)."""
 
     def step(self) -> None:
         rng = self.rng
+        self.decided = set()
         for _ in range(rng.randint(0, 4)):
             self._new_group()
         for key in rng.sample(sorted(self.groups), min(len(self.groups), rng.randint(0, 2))):
@@ -78,6 +83,10 @@ class _Cluster:
             self.decisions[key] = GroupDecision(
                 key, queue, not waiting, reason, f"{rng.randint(1, 3)} GPUs short" if reason else ""
             )
+            self.decided.add(key)
+        for key in rng.sample(sorted(self.manifests), min(len(self.manifests), rng.randint(0, 1))):
+            # another writer resets its status (or it is made again under the same name)
+            self.manifests[key] = {"metadata": self.manifests[key]["metadata"]}
         if rng.random() < 0.1:
             index = rng.randrange(len(self.nodes))
             found = self.nodes[index]
@@ -238,22 +247,37 @@ def _counts(totals: Any) -> bool:
 
 
 def test_a_kept_status_pass_writes_what_a_pass_from_nothing_writes() -> None:
+    """Three writers: one given the same objects, one also told which decisions are new
+    (the engine's account, `DecisionChanges`; now and then of another mapping, when it
+    reads all), and one given equal copies of everything."""
+    told_any = 0
     for seed in range(20):
-        cluster = _Cluster(random.Random(seed), [node(f"n{i}") for i in range(3)])
-        kept_kube, fresh_kube = _RecordingKube(), _RecordingKube()
-        kept = StatusWriter(cast(Kube, kept_kube), EventRecorder(cast(Kube, kept_kube), "t"), 2)
-        fresh = StatusWriter(cast(Kube, fresh_kube), EventRecorder(cast(Kube, fresh_kube), "t"), 2)
+        rng = random.Random(seed)
+        cluster = _Cluster(rng, [node(f"n{i}") for i in range(3)])
+        kubes = [_RecordingKube() for _ in range(3)]
+        kept, told, fresh = (
+            StatusWriter(cast(Kube, k), EventRecorder(cast(Kube, k), "t"), 2) for k in kubes
+        )
         wrote = 0
+        last: dict[str, GroupDecision] | None = None
         for _ in range(STEPS):
             cluster.step()
             after, view = cluster.snapshot(), cluster.view()
             decisions = dict(cluster.decisions)
             asyncio.run(kept.publish(view, after, {}, decisions, NOW))
+            since = last if rng.random() < 0.9 else dict(last or {})
+            told_any += since is last
+            account = DecisionChanges(since, frozenset(cluster.decided))
+            asyncio.run(told.publish(view, after, {}, decisions, NOW, account))
             copies = {key: dataclasses.replace(found) for key, found in decisions.items()}
             asyncio.run(fresh.publish(_copied_view(view), _copied(after), {}, copies, NOW))
-            assert kept_kube.patches == fresh_kube.patches, seed
-            wrote += len(kept_kube.patches)
-            cluster.catch_up(kept_kube.patches)
-            kept_kube.patches.clear()
-            fresh_kube.patches.clear()
+            assert kubes[0].patches == kubes[2].patches, seed
+            # the same patches; in key order, not the decisions' (they go out concurrently)
+            assert sorted(kubes[1].patches, key=str) == sorted(kubes[2].patches, key=str), seed
+            wrote += len(kubes[0].patches)
+            cluster.catch_up(kubes[0].patches)
+            for kube in kubes:
+                kube.patches.clear()
+            last = decisions
         assert wrote > STEPS  # the runs write: there was something to get wrong
+    assert told_any > 600
