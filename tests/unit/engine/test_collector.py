@@ -72,8 +72,24 @@ def test_a_collector_turned_off_by_the_caller_stays_off(collections: list[int]) 
 
 def test_the_collector_is_on_again_when_the_cycle_raises(collections: list[int]) -> None:
     collections.clear()
+    kept = []
     with pytest.raises(RuntimeError, match="engine bug"), collection_paused():
         assert not gc.isenabled()
+        kept.extend([] for _ in range(2 * gc.get_threshold()[0]))  # past the threshold
         raise RuntimeError("engine bug")
     assert gc.isenabled()
     assert collections == [0]
+
+
+def test_a_cycle_below_the_young_threshold_leaves_the_collection_for_later(
+    collections: list[int],
+) -> None:
+    """As `kai run`'s threshold leaves a live steady cycle: collecting after it would walk
+    what was allocated since the last collection, before the collector would have."""
+    snapshot = synthetic_cluster(ClusterSpec(20, 100, 1))
+    gc.set_threshold(10_000_000, 10, 10)
+    gc.collect(0)
+    collections.clear()
+    run_cycle(snapshot, GREEDY_ONLY)
+    assert collections == []
+    assert gc.isenabled() and 0 < gc.get_count()[0] < 10_000_000
