@@ -53,6 +53,7 @@ from kai.engine.model import (
 from kai.engine.resources import exact_sum
 from kai.engine.topology import TopologyIndex
 from kai.engine.validator import ProposedBinding, validate, validate_after_evictions
+from kai.engine.validator_index import ValidatorIndex
 
 if TYPE_CHECKING:  # OR-Tools is imported only when a cycle needs the solver (see `_solve`)
     from kai.engine.solver.optimize import Optimized
@@ -243,7 +244,7 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
         else None
     )
     try:
-        greedy_violations = validate(snapshot, _proposed(greedy))
+        greedy_violations = validate(snapshot, _proposed(greedy), memo.checked)
         if greedy_violations:
             raise EngineInvariantError(
                 "greedy allocation failed validation: " + "; ".join(greedy_violations)
@@ -278,6 +279,7 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
                 memory_mib,
                 elastic_of,
                 fragmentation,
+                memo.checked,
             )
         chosen = solved.chosen
         # What follows from the allocation alone is worked out while the actions' child works.
@@ -410,6 +412,7 @@ def _judged(
     memory_mib: int,
     elastic_of: Mapping[str, str],
     fragmentation: Fragmentation | None,
+    checked: ValidatorIndex,
 ) -> _Solved:
     """The solver's answer (warm-started from greedy's) kept only when it is valid and
     better (`_verdict`); greedy's otherwise."""
@@ -420,7 +423,11 @@ def _judged(
         bound = max(gpu_upper_bound(placeable, capacity, memory_mib), greedy_gpus)
         return _Solved(greedy, "greedy", NO_ANSWER, bound)
     # the greedy answer itself when the solver chose as it did: the cycle validated it
-    found = [] if optimized.outcome is greedy else validate(snapshot, _proposed(optimized.outcome))
+    found = (
+        []
+        if optimized.outcome is greedy
+        else validate(snapshot, _proposed(optimized.outcome), checked)
+    )
     verdict = _verdict(
         optimized.outcome,
         greedy,

@@ -34,6 +34,7 @@ from kai.engine.model import (
     Snapshot,
 )
 from kai.engine.resources import ResourceName, Resources
+from kai.engine.validator_index import ValidatorIndex
 from kai.engine.validator_nodes import may_run_on
 from kai.engine.validator_shares import (
     Entitlement,
@@ -51,19 +52,26 @@ class ProposedBinding:
     gpu_groups: tuple[str, ...]
 
 
-def validate(snapshot: Snapshot, bindings: Iterable[ProposedBinding]) -> list[str]:
+def validate(
+    snapshot: Snapshot, bindings: Iterable[ProposedBinding], index: ValidatorIndex | None = None
+) -> list[str]:
     """Every rule a binding set breaks, one line each; empty when it is sound.
 
-    Only what the bindings touch is indexed (their pods, nodes, PodGroups): most cycles
-    bind a pod or two beside thousands running, and indexing every pod and PodGroup was
-    a fifth of such a cycle. Without bindings no rule can be broken, so a cycle that binds
-    nothing (on a busy cluster every other one, the echo of a bind) returns at once, where
-    the checks below walked every pod three times to find none touched."""
+    Only what the bindings touch is looked at (their pods, nodes, PodGroups), through
+    `index` (`validator_index`), brought to this snapshot: most cycles bind a pod or two
+    beside thousands running. Without bindings no rule can be broken, so a cycle that
+    binds nothing (on a busy cluster every other one, the echo of a bind) returns once
+    the index is brought up to date. Without an index, one is built."""
     bindings = list(bindings)
-    if not bindings:
-        return []
-    wanted = {binding.pod for binding in bindings}
-    pods = {pod.key: pod for pod in snapshot.pods if pod.key in wanted}
+    if index is None:
+        if not bindings:
+            return []
+        index = ValidatorIndex.of(snapshot)
+    else:
+        index.update(snapshot)
+        if not bindings:
+            return []
+    pods = index.pods
     nodes = {node.name: node for node in snapshot.nodes}
     new: list[tuple[Pod, ProposedBinding]] = []
     problems: list[str] = []
@@ -78,22 +86,25 @@ def validate(snapshot: Snapshot, bindings: Iterable[ProposedBinding]) -> list[st
         if not may_run_on(node, pod.placement):
             problems.append(f"pod {pod.key} may not run on node {node.name}")
         new.append((pod, binding))
-    problems += _check_nodes(snapshot, new)
-    problems += _check_gangs(snapshot, new)
+    problems += _check_nodes(snapshot, new, index)
+    problems += _check_gangs(snapshot, new, index)
     problems += _check_queues(snapshot, new)
     return problems
 
 
-def _check_nodes(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) -> list[str]:
+def _check_nodes(
+    snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]], index: ValidatorIndex
+) -> list[str]:
     problems: list[str] = []
     # Only nodes this cycle binds to are the engine's responsibility: a node that was
     # already over-committed (a kubelet admitted more, allocatable shrank) must not
     # make every later cycle fail.
     touched = {binding.node for _, binding in new}
     occupants: dict[str, list[tuple[Pod, tuple[str, ...]]]] = defaultdict(list)
-    for pod in snapshot.pods:
-        if pod.node in touched and pod.phase.occupies_node:
-            occupants[pod.node].append((pod, pod.gpu_groups))
+    for name in sorted(touched):
+        for pod in index.on_node(name):
+            if pod.phase.occupies_node:
+                occupants[name].append((pod, pod.gpu_groups))
     for pod, binding in new:
         occupants[binding.node].append((pod, binding.gpu_groups))
     group_home: dict[str, str] = {}
@@ -144,18 +155,20 @@ def _check_nodes(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) -> 
     return problems
 
 
-def _check_gangs(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) -> list[str]:
+def _check_gangs(
+    snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]], index: ValidatorIndex
+) -> list[str]:
     problems: list[str] = []
     touched: dict[str, list[Pod]] = defaultdict(list)
     node_of: dict[str, str] = {}
     for pod, binding in new:
         touched[pod.group].append(pod)
         node_of[pod.key] = binding.node
-    groups = {group.key: group for group in snapshot.pod_groups if group.key in touched}
-    running: dict[str, list[Pod]] = defaultdict(list)
-    for pod in snapshot.pods:
-        if pod.group in touched and pod.phase.is_active_allocated:
-            running[pod.group].append(pod)
+    groups = index.groups
+    running = {
+        key: [pod for pod in index.of_group(key) if pod.phase.is_active_allocated]
+        for key in touched
+    }
     topologies = {topology.name: topology for topology in snapshot.topologies}
     nodes = {node.name: node for node in snapshot.nodes}
     for key, added in touched.items():
@@ -855,4 +868,4 @@ def validate_after_evictions(
     placed = [
         (pods[b.pod], b) for b in [*bindings, *waiting] if b.pod in pods and b.node in touched
     ]
-    return _check_nodes(future, placed)
+    return _check_nodes(future, placed, ValidatorIndex.of(future))
