@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from immutables import Map, MapMutation
+
 from kai.engine.accounting import accounting_device_memory
 from kai.engine.budget import QueueBudget, Refusal, leaf_names
 from kai.engine.capacity import NodeCapacity
@@ -102,7 +104,9 @@ class SolverReport:
 @dataclass(frozen=True)
 class CycleResult:
     bindings: tuple[Binding, ...]
-    groups: dict[str, GroupDecision]
+    groups: Map[str, GroupDecision]
+    """Every PodGroup's decision, read only (a persistent map: the memo's kept decisions
+    with this cycle's over them, sharing what did not change)."""
     queues: dict[str, QueueShare]
     report: SolverReport
     evictions: tuple[Eviction, ...] = ()
@@ -152,7 +156,7 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
     )
     binding_budget = budget.counting({name: used.releasing for name, used in usage.items()})
     partition = memo.partition(queues, leaf_names(snapshot.queues))
-    decisions: dict[str, GroupDecision] = partition.scheduled
+    decisions: MapMutation[str, GroupDecision] = partition.scheduled.mutate()
     decisions.update(
         (item.group, GroupDecision(item.group, item.queue, False, item.reason, item.message))
         for item in snapshot.set_aside
@@ -328,9 +332,10 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
         pending = decisions.get(key)
         if pending is not None and not pending.scheduled and pending.reason != PIPELINED:
             decisions[key] = dataclasses.replace(pending, message=f"{pending.message}; {why}")
+    decided = decisions.finish()
     return CycleResult(
         bindings,
-        decisions,
+        decided,
         shares,
         report,
         outcome.evictions,
@@ -340,7 +345,7 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
         tuple(greedy.offers),
         accepted,
         memo.decided(
-            decisions,
+            decided,
             [
                 *(group.key for group in partition.waiting),
                 *(item.group for item in snapshot.set_aside),
@@ -352,7 +357,7 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
 def _bindings_and_reasons(
     chosen: AllocationOutcome,
     placeable: list[GangRequest],
-    decisions: dict[str, GroupDecision],
+    decisions: MapMutation[str, GroupDecision],
     binding_budget: QueueBudget,
     groups: Mapping[str, PodGroup],
     capacity: Mapping[str, NodeCapacity],

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TypeVar
 
+from immutables import Map
+
 from kai.engine.accounting import accounting_device_memory
 from kai.engine.capacity import NodeCapacity, node_capacity, total_allocatable
 from kai.engine.cpu_balance import CpuBalance
@@ -95,9 +97,9 @@ class PodFacts:
 class GroupPartition:
     """The snapshot's PodGroups as the cycle starts on them."""
 
-    refused: dict[str, GroupDecision]
+    refused: Map[str, GroupDecision]
     """Groups whose queue takes no job (see `queue_refusal`), pending with the reason."""
-    scheduled: dict[str, GroupDecision]
+    scheduled: Map[str, GroupDecision]
     """Groups with no pending pod of ours and a queue that takes jobs: nothing keeps them."""
     waiting: list[PodGroup]
     """Groups with a pending pod of ours and a queue that takes jobs, by key."""
@@ -134,8 +136,10 @@ class SnapshotMemo:
         self._templates: dict[str, NodeCapacity] = {}
         self._volatile: set[str] = set()  # nodes whose capacity names devices per cycle
         self._allocatable: Resources | None = None
-        self._refused: dict[str, GroupDecision] = {}
-        self._scheduled: dict[str, GroupDecision] = {}
+        # Persistent maps: a cycle's decisions start from them without copying 8,000 entries
+        # (a copy touches every decision: about 2 ms a cycle on a live cluster).
+        self._refused: Map[str, GroupDecision] = Map()
+        self._scheduled: Map[str, GroupDecision] = Map()
         self._waiting: set[str] = set()
         self._queue_view: tuple[frozenset[str], frozenset[str]] | None = None
         self._regroup: set[str] = set()  # groups to partition again: changed, or pending changed
@@ -277,28 +281,30 @@ class SnapshotMemo:
         regroup = self._regroup
         if view != self._queue_view:
             self._queue_view = view
-            regroup = set(self._groups) | self._refused.keys() | self._scheduled.keys()
+            regroup = set(self._groups) | set(self._refused.keys()) | set(self._scheduled.keys())
         self._unreported.update(regroup)
+        refused, scheduled = self._refused.mutate(), self._scheduled.mutate()
         for key in regroup:
-            self._refused.pop(key, None)
-            self._scheduled.pop(key, None)
+            refused.pop(key, None)
+            scheduled.pop(key, None)
             self._waiting.discard(key)
             group = self._groups.get(key)
             if group is None:
                 continue
             refusal = queue_refusal(group, queues, leaves)
             if refusal is not None:
-                self._refused[key] = GroupDecision(
+                refused[key] = GroupDecision(
                     key, group.queue, False, refusal.reason, refusal.message
                 )
             elif self._pending.get(key):
                 self._waiting.add(key)
             else:
-                self._scheduled[key] = GroupDecision(key, group.queue, True, None, "")
+                scheduled[key] = GroupDecision(key, group.queue, True, None, "")
+        self._refused, self._scheduled = refused.finish(), scheduled.finish()
         self._regroup = set()
         return GroupPartition(
-            dict(self._refused),
-            dict(self._scheduled),
+            self._refused,
+            self._scheduled,
             [self._groups[key] for key in sorted(self._waiting)],
         )
 

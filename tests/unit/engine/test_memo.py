@@ -389,6 +389,7 @@ def test_a_cycles_account_of_its_decisions_names_every_group_whose_decision_is_n
     state = _start()
     config = EngineConfig(time_limit_seconds=0)
     last: Mapping[str, object] | None = None
+    as_returned: dict[str, object] = {}
     for serial in range(data.draw(st.integers(1, 20))):
         state = data.draw(_changed(state, 100 + serial))
         keys = sorted(g.key for g in state.pod_groups)
@@ -406,12 +407,14 @@ def test_a_cycles_account_of_its_decisions_names_every_group_whose_decision_is_n
             continue
         # None: the memo started over (the device size pending requests count against).
         assert result.changes.since is last or result.changes.since is None
+        if last is not None:  # a later cycle leaves an earlier result as it was
+            assert dict(last) == as_returned
         if result.changes.since is not None:
             assert last is not None
-            for key in (last.keys() | result.groups.keys()) - result.changes.keys:
+            for key in (set(last) | set(result.groups)) - result.changes.keys:
                 assert key in last and key in result.groups, key
                 assert result.groups[key] is last[key], key
-        last = result.groups
+        last, as_returned = result.groups, dict(result.groups)
 
 
 def test_a_steady_cycles_account_names_only_the_groups_it_decided() -> None:
