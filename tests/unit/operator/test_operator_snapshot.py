@@ -279,3 +279,27 @@ def test_a_heartbeat_alone_is_no_change() -> None:
     assert not store.apply({"type": "MODIFIED", "object": node("2", "10:05", "True")})
     assert store.objects["n"]["metadata"]["resourceVersion"] == "2"  # kept all the same
     assert store.apply({"type": "MODIFIED", "object": node("3", "10:10", "False")})
+
+
+def _priority_class(name: str, value: object, version: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": version},
+        "value": value,
+    }
+
+
+def test_priority_classes_are_parsed_once_per_version_and_a_bad_one_stays_reported() -> None:
+    builder = SnapshotBuilder("kai-resource-reservation")
+    bad = _priority_class("broken", "high", "1")
+    for _ in range(2):  # kept from the first cycle: the same values, the problem still known
+        view = _view(priority_classes={"train": _priority_class("train", 70, "1"), "broken": bad})
+        assert builder.priority_classes(view)["train"] == 70
+        assert "broken" not in builder.priority_classes(view)
+        builder.build(view, Overlay(), NOW)
+        assert builder.problems_remembered == 1
+    view = _view(priority_classes={"train": _priority_class("train", 90, "2")})
+    assert builder.priority_classes(view)["train"] == 90  # a new version is read again
+    builder.build(view, Overlay(), NOW)
+    assert builder.problems_remembered == 0
