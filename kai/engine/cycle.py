@@ -52,10 +52,10 @@ from kai.engine.model import (
     PodGroup,
     Snapshot,
 )
+from kai.engine.object_index import ObjectIndex
 from kai.engine.resources import exact_sum
 from kai.engine.topology import TopologyIndex
 from kai.engine.validator import ProposedBinding, validate, validate_after_evictions
-from kai.engine.validator_index import ValidatorIndex
 
 if TYPE_CHECKING:  # OR-Tools is imported only when a cycle needs the solver (see `_solve`)
     from kai.engine.solver.optimize import Optimized
@@ -417,7 +417,7 @@ def _judged(
     memory_mib: int,
     elastic_of: Mapping[str, str],
     fragmentation: Fragmentation | None,
-    checked: ValidatorIndex,
+    checked: ObjectIndex,
 ) -> _Solved:
     """The solver's answer (warm-started from greedy's) kept only when it is valid and
     better (`_verdict`); greedy's otherwise."""

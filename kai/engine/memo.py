@@ -49,11 +49,11 @@ from kai.engine.fragmentation import (
 from kai.engine.gangs import pod_resources
 from kai.engine.group_decision import GroupDecision
 from kai.engine.model import Node, Placement, Pod, PodGroup, PodPhase, Snapshot
+from kai.engine.object_index import ObjectIndex
 from kai.engine.queue_refusal import queue_refusal
 from kai.engine.resources import Resources, ResourceSum
 from kai.engine.snapshot_changes import Changes, SnapshotChanges
 from kai.engine.topology import constrained
-from kai.engine.validator_index import ValidatorIndex
 
 _ALLOCATED_SUM, _NON_PREEMPTIBLE_SUM, _PENDING_SUM, _RELEASING_SUM = range(4)
 _NOTHING = Resources()
@@ -110,8 +110,8 @@ class SnapshotMemo:
 
     def __init__(self) -> None:
         self._clear()
-        self.checked = ValidatorIndex()
-        """The validator's own index of the snapshots this memo sees (`validator_index`):
+        self.checked = ObjectIndex()
+        """The validator's own index of the snapshots this memo sees (`object_index`):
         kept here, beside the memo's facts, and never read by them."""
 
     def _clear(self) -> None:

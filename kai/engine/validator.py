@@ -33,8 +33,8 @@ from kai.engine.model import (
     ReclaimResolveMethod,
     Snapshot,
 )
+from kai.engine.object_index import ObjectIndex
 from kai.engine.resources import ResourceName, Resources
-from kai.engine.validator_index import ValidatorIndex
 from kai.engine.validator_nodes import may_run_on
 from kai.engine.validator_shares import (
     Entitlement,
@@ -53,12 +53,12 @@ class ProposedBinding:
 
 
 def validate(
-    snapshot: Snapshot, bindings: Iterable[ProposedBinding], index: ValidatorIndex | None = None
+    snapshot: Snapshot, bindings: Iterable[ProposedBinding], index: ObjectIndex | None = None
 ) -> list[str]:
     """Every rule a binding set breaks, one line each; empty when it is sound.
 
     Only what the bindings touch is looked at (their pods, nodes, PodGroups), through
-    `index` (`validator_index`), brought to this snapshot: most cycles bind a pod or two
+    `index` (`object_index`), brought to this snapshot: most cycles bind a pod or two
     beside thousands running. Without bindings no rule can be broken, so a cycle that
     binds nothing (on a busy cluster every other one, the echo of a bind) returns once
     the index is brought up to date. Without an index, one is built."""
@@ -66,7 +66,7 @@ def validate(
     if index is None:
         if not bindings:
             return []
-        index = ValidatorIndex.of(snapshot)
+        index = ObjectIndex.of(snapshot)
     else:
         index.update(snapshot)
         if not bindings:
@@ -93,7 +93,7 @@ def validate(
 
 
 def _check_nodes(
-    snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]], index: ValidatorIndex
+    snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]], index: ObjectIndex
 ) -> list[str]:
     problems: list[str] = []
     # Only nodes this cycle binds to are the engine's responsibility: a node that was
@@ -156,7 +156,7 @@ def _check_nodes(
 
 
 def _check_gangs(
-    snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]], index: ValidatorIndex
+    snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]], index: ObjectIndex
 ) -> list[str]:
     problems: list[str] = []
     touched: dict[str, list[Pod]] = defaultdict(list)
@@ -868,4 +868,4 @@ def validate_after_evictions(
     placed = [
         (pods[b.pod], b) for b in [*bindings, *waiting] if b.pod in pods and b.node in touched
     ]
-    return _check_nodes(future, placed, ValidatorIndex.of(future))
+    return _check_nodes(future, placed, ObjectIndex.of(future))

@@ -50,7 +50,7 @@ VALIDATOR_MODULES = (
     "validator_nodes.py",
     "validator_shares.py",
     "validator_topology.py",
-    "validator_index.py",
+    "object_index.py",
 )
 DATA_TYPES = {
     "kai.engine.model",  # the snapshot's dataclasses
@@ -59,7 +59,7 @@ DATA_TYPES = {
     "kai.engine.validator_nodes",  # the validator's own predicates
     "kai.engine.validator_shares",  # the validator's own accounting
     "kai.engine.validator_topology",  # the validator's own topology check
-    "kai.engine.validator_index",  # the validator's own index of the snapshot's objects
+    "kai.engine.object_index",  # a lookup of the snapshot's objects, deriving nothing
 }
 
 

@@ -72,7 +72,7 @@ def _decided(pods: list[str]) -> _Decided:
         view=SimpleNamespace(pods={}, pod_groups={}),
         plans=None,
         overlay=None,
-        snapshot=SimpleNamespace(pods=(), pod_groups=()),
+        snapshot=SimpleNamespace(pods=(), pod_groups=(), changes=None),
         result=result,
         grouping=_GroupsWritten(),
         writes=contextlib.AsyncExitStack(),

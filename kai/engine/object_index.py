@@ -1,17 +1,18 @@
-"""The validator's own index of a snapshot's pods and PodGroups, kept from snapshot to snapshot.
+"""A snapshot's pods by key, node and PodGroup, and its PodGroups by key, kept from snapshot to snapshot.
 
 Why: the validator looks at the pods its bindings touch (the bound pods, their nodes'
-occupants, their gangs' members), and found them by walking every pod of the snapshot,
-three times. On a live cluster of 8,000 pods, whose objects lie scattered in memory,
-each walk cost 2-3 ms, half of the engine's step in a cycle that binds one pod. Kept
-from one snapshot to the next by the snapshot's account of what changed (the same
-account the engine's memo reads, checked the same way against the very tuples it names,
-and otherwise rebuilt from every pod), the index costs what changed.
+occupants, their gangs' members), and the live loop at the pods and PodGroups of the
+gangs it binds; both found them by walking every pod (and PodGroup) of the snapshot.
+On a live cluster of 8,000 pods, whose objects lie scattered in memory, each walk cost
+2-3 ms: the validator's three were half of the engine's step in a cycle that binds one
+pod. Kept from one snapshot to the next by the snapshot's account of what changed (the
+account the engine's memo reads, checked here the same way against the very tuples it
+names, and otherwise rebuilt from every object), an index costs what changed.
 
-It is the validator's own: it holds objects by key, node and group, and derives nothing
-(no usage, no capacity), so the checks keep their own arithmetic. The caller owns one
-per lineage of snapshots (the engine's memo keeps one); without it a cycle builds one.
-"""
+It derives nothing (no usage, no capacity): a lookup, so the validator, whose modules
+import no engine rule, keeps its own arithmetic with it. Each reader owns its own index,
+one per lineage of snapshots (the engine's memo keeps the validator's); without one the
+validator builds one."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from typing import Any
 from kai.engine.model import Pod, PodGroup, Snapshot
 
 
-class ValidatorIndex:
+class ObjectIndex:
     """A snapshot's pods by key, by node and by PodGroup, and its PodGroups by key."""
 
     def __init__(self) -> None:
@@ -33,7 +34,7 @@ class ValidatorIndex:
         self._of_group: dict[str, dict[str, Pod]] = {}
 
     @classmethod
-    def of(cls, snapshot: Snapshot) -> ValidatorIndex:
+    def of(cls, snapshot: Snapshot) -> ObjectIndex:
         index = cls()
         index.update(snapshot)
         return index

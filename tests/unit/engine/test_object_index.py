@@ -1,4 +1,4 @@
-"""The validator's index kept from snapshot to snapshot holds what an index built anew holds.
+"""An object index kept from snapshot to snapshot holds what an index built anew holds.
 
 Over random runs of changing snapshots (`test_memo`'s changes: pods arriving, bound,
 deleted or replaced, groups changing or coming and going, nodes changing), told what
@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kai.engine.model import PodPhase, Snapshot
+from kai.engine.object_index import ObjectIndex
 from kai.engine.validator import ProposedBinding, validate
-from kai.engine.validator_index import ValidatorIndex
 from tests.unit.engine.builders import told
 from tests.unit.engine.test_memo import _changed, _start
 
@@ -22,7 +22,7 @@ from tests.unit.engine.test_memo import _changed, _start
 @settings(max_examples=150, deadline=None)
 @given(st.data())
 def test_a_kept_index_holds_what_a_fresh_one_holds(data: st.DataObject) -> None:
-    kept = ValidatorIndex()
+    kept = ObjectIndex()
     state = _start()
     earlier = [state]
     for serial in range(data.draw(st.integers(1, 25))):
@@ -41,7 +41,7 @@ def test_a_kept_index_holds_what_a_fresh_one_holds(data: st.DataObject) -> None:
         assert validate(state, bindings, kept) == validate(state, bindings)
 
 
-def _assert_as_fresh(kept: ValidatorIndex, state: Snapshot) -> None:
+def _assert_as_fresh(kept: ObjectIndex, state: Snapshot) -> None:
     assert kept.pods.keys() == {p.key for p in state.pods}
     assert all(kept.pods[p.key] is p for p in state.pods)
     assert kept.groups.keys() == {g.key for g in state.pod_groups}
