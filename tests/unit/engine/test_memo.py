@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from fractions import Fraction
 
@@ -220,6 +220,15 @@ def test_a_memo_told_what_changed_sees_each_snapshot_as_a_cold_pass_does(
     only that when the account names the tuples it saw last, and compares everything when
     it does not (a snapshot skipped, an account of another lineage)."""
     memo = SnapshotMemo()
+    for state in told_states(data):
+        _assert_as_cold(memo.facts(state), state)
+        _assert_partition_as_cold(memo, state)
+        assert memo.queue_shares(state) == queue_shares(state)
+
+
+def told_states(data: st.DataObject) -> Iterator[Snapshot]:
+    """Snapshots each a random change of the last, told what changed since it or, now and
+    then, since an earlier one (another lineage, which a reader must not read)."""
     state = _start()
     earlier = [state]
     for serial in range(data.draw(st.integers(1, 25))):
@@ -227,9 +236,7 @@ def test_a_memo_told_what_changed_sees_each_snapshot_as_a_cold_pass_does(
         since = data.draw(st.sampled_from([state, state, state, earlier[0]]))
         state = told(since, after)
         earlier = [*earlier[-3:], state]
-        _assert_as_cold(memo.facts(state), state)
-        _assert_partition_as_cold(memo, state)
-        assert memo.queue_shares(state) == queue_shares(state)
+        yield state
 
 
 def test_an_account_that_disagrees_with_what_the_memo_saw_is_not_used() -> None:

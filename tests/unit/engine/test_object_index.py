@@ -15,21 +15,14 @@ from hypothesis import strategies as st
 from kai.engine.model import PodPhase, Snapshot
 from kai.engine.object_index import ObjectIndex
 from kai.engine.validator import ProposedBinding, validate
-from tests.unit.engine.builders import told
-from tests.unit.engine.test_memo import _changed, _start
+from tests.unit.engine.test_memo import told_states
 
 
 @settings(max_examples=150, deadline=None)
 @given(st.data())
 def test_a_kept_index_holds_what_a_fresh_one_holds(data: st.DataObject) -> None:
     kept = ObjectIndex()
-    state = _start()
-    earlier = [state]
-    for serial in range(data.draw(st.integers(1, 25))):
-        after = data.draw(_changed(state, 100 + serial))
-        since = data.draw(st.sampled_from([state, state, state, earlier[0]]))
-        state = told(since, after)
-        earlier = [*earlier[-3:], state]
+    for state in told_states(data):
         kept.update(state)
         _assert_as_fresh(kept, state)
         pending = [p for p in state.pods if p.phase is PodPhase.PENDING]
