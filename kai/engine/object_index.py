@@ -43,7 +43,7 @@ class ObjectIndex:
         """Bring the index to `snapshot`: by its account of changes when it starts from the
         tuples this index saw last and names what they held, else from every object."""
         if snapshot.pods is self._seen_pods and snapshot.pod_groups is self._seen_groups:
-            return  # the same snapshot again (a second answer of the same cycle)
+            return  # the same snapshot again (asked twice in the same cycle)
         changes = snapshot.changes
         told = _usable(changes and changes.pods, self._seen_pods, snapshot.pods, self.pods)
         if told is not None:

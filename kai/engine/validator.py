@@ -63,14 +63,11 @@ def validate(
     binds nothing (on a busy cluster every other one, the echo of a bind) returns once
     the index is brought up to date. Without an index, one is built."""
     bindings = list(bindings)
-    if index is None:
-        if not bindings:
-            return []
-        index = ObjectIndex.of(snapshot)
-    else:
-        index.update(snapshot)
-        if not bindings:
-            return []
+    if index is not None:
+        index.update(snapshot)  # also without bindings: the next update is told what changed
+    if not bindings:
+        return []
+    index = index or ObjectIndex.of(snapshot)
     pods = index.pods
     nodes = {node.name: node for node in snapshot.nodes}
     new: list[tuple[Pod, ProposedBinding]] = []

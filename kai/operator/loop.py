@@ -57,7 +57,7 @@ from kai.engine.decision_changes import DecisionChanges
 from kai.engine.fairshare import QueueShare
 from kai.engine.group_decision import GroupDecision
 from kai.engine.memo import SnapshotMemo
-from kai.engine.model import EngineConfig, Pod, PodGroup, Snapshot
+from kai.engine.model import EngineConfig, Snapshot
 from kai.engine.object_index import ObjectIndex
 from kai.engine.time_rules import TimeRuleInstants
 from kai.grouping import PodGroupPlan
@@ -446,11 +446,12 @@ class SchedulingLoop:
         the `earlier` cycles' rests are done, the steps after them. Its summary is
         recorded whatever fails."""
         bound: dict[str, Assumed] = {}
+        started: set[str] = set()
         try:
             try:
                 async with cycle.writes:
                     with _timed(cycle.timings, "bind"):
-                        bound = await self._bind(
+                        bound, started = await self._bind(
                             cycle.result,
                             cycle.snapshot,
                             cycle.view,
@@ -471,25 +472,24 @@ class SchedulingLoop:
                 await asyncio.sleep(0)
             for rest in earlier:  # their stamps and status come first, in order
                 await rest
-            await self._after_binds(cycle, bound)
+            await self._after_binds(cycle, bound, started)
         finally:
             # The binds are made even when a later step fails or the Lease is lost: the
             # summary of what the cycle did keeps them.
             elapsed = time.monotonic() - cycle.began
             self.recent.append(CycleSummary(cycle.cycle_id, tuple(sorted(bound)), elapsed))
 
-    async def _after_binds(self, cycle: _Decided, bound: Mapping[str, Assumed]) -> None:
+    async def _after_binds(
+        self, cycle: _Decided, bound: Mapping[str, Assumed], started: set[str]
+    ) -> None:
         """Evictions, timestamps, reservations; status and events start, to go out while
-        the next cycle runs."""
+        the next cycle runs. `started`: the groups of the pods bound (`_bind`)."""
         timings, result, snapshot, view = cycle.timings, cycle.result, cycle.snapshot, cycle.view
         self._still_leading("evict")
         with _timed(timings, "evict"):
             await self._evict(result, snapshot)
         self._still_leading("stamps")
         with _timed(timings, "stamps"):
-            objects = self._objects
-            objects.update(snapshot)  # every cycle, so that each update is told what changed
-            started = {objects.pods[key].group for key in bound if key in objects.pods}
             await self._stamps.publish(
                 view.pod_groups,
                 result.stamps,
@@ -578,17 +578,21 @@ class SchedulingLoop:
         annotations: Annotations,
         after: asyncio.Event | None = None,
         answered: asyncio.Event | None = None,
-    ) -> dict[str, Assumed]:
-        pods: dict[str, Pod] = {}
-        groups: dict[str, PodGroup] = {}
-        if result.bindings:  # the binder reads the gangs it binds, all their pods
-            objects = self._objects
-            objects.update(snapshot)
-            gangs = {objects.pods[b.pod].group for b in result.bindings if b.pod in objects.pods}
-            pods = {pod.key: pod for gang in gangs for pod in objects.of_group(gang)}
-            groups = {key: objects.groups[key] for key in gangs if key in objects.groups}
-        reservations = dict(self._sharing_facts_of(view.pods).reservations)  # binds await
+    ) -> tuple[dict[str, Assumed], set[str]]:
+        """The pods bound, and their groups (those the snapshot has: a resent bind's pod may
+        be gone)."""
+        # Every cycle, before its first await: cycles reach this in order, so each update
+        # is told what changed since the last (a handed-over cycle's rest runs later on).
+        objects = self._objects
+        objects.update(snapshot)
+        gangs = {objects.pods[b.pod].group for b in result.bindings if b.pod in objects.pods}
+        # the binder reads the gangs it binds, all their pods
+        pods = {pod.key: pod for gang in gangs for pod in objects.of_group(gang)}
+        groups = {key: objects.groups[key] for key in gangs if key in objects.groups}
         resends = {uid: held.resend for uid, held in self._assumed.items() if held.resend}
+        may_bind = [*(b.pod for b in result.bindings), *(job.pod.key for job in resends.values())]
+        group_of = {key: objects.pods[key].group for key in may_bind if key in objects.pods}
+        reservations = dict(self._sharing_facts_of(view.pods).reservations)  # binds await
         report = await self._binder.bind(
             result.bindings,
             pods,
@@ -604,7 +608,7 @@ class SchedulingLoop:
             self._assumed.pop(uid, None)
         self._assumed.update(report.held)
         self._metrics.record_binds(len(report.bound), len(report.failed), len(report.unknown))
-        return report.bound
+        return report.bound, {group_of[key] for key in report.bound if key in group_of}
 
     async def _evict(self, result: CycleResult, snapshot: Snapshot) -> None:
         if not result.evictions or not self._is_leader():

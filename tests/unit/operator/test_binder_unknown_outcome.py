@@ -270,16 +270,18 @@ async def test_the_loop_holds_a_bind_of_unknown_outcome_until_it_is_settled(
     view = _view(harness.server.pod)
 
     harness.server.fault = "500"
-    bound = await loop._bind(
+    bound, started = await loop._bind(
         _result(Binding(pod.key, NODE, Fraction(1), ())), snapshot, view, _no_grouping
     )
     assert bound == {}
+    assert started == set()
     loop._prune_assumed(view)  # the cache still shows the pod unbound: it stays held
     assert [held.placement for held in loop._assumed.values()] == [Assumed(NODE, ())]
 
     harness.server.fault = "none"
-    bound = await loop._bind(_result(), snapshot, view, _no_grouping)  # the engine proposes nothing
+    bound, started = await loop._bind(_result(), snapshot, view, _no_grouping)  # none proposed
     assert bound == {pod.key: Assumed(NODE, ())}  # the held bind was sent again, and took
+    assert started == {GROUP.key}  # its group counts as started, as a new bind's would
     assert harness.server.binding_posts == 2
 
     replaced = _pod_manifest()
