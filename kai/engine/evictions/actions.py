@@ -33,7 +33,7 @@ from kai.engine.evictions.minruntime import preemption_delay_end, preemption_del
 from kai.engine.evictions.next_cycle import undone_next_cycle
 from kai.engine.evictions.options import VictimOption
 from kai.engine.evictions.preemptors import Preemptor
-from kai.engine.evictions.reclaim_rules import can_reclaim
+from kai.engine.evictions.reclaim_rules import can_reclaim, saturation_forbids_all
 from kai.engine.evictions.room import Overlay, Seat
 from kai.engine.evictions.rules import (
     consolidation_on,
@@ -345,6 +345,12 @@ def _run_action(
             still.append(gang)
             continue
         options = victim_options(state, action, preemptor)
+        if (
+            action is Action.RECLAIM
+            and options
+            and saturation_forbids_all(state, preemptor, options)
+        ):
+            options = []  # no victim set passes: the search looks only at the room already free
         scanned = state.running_in(preemptor.queue) if action is Action.PREEMPT else state.running
         budget.spend(len(scanned))  # looking through the running gangs is work too
         chosen = _choose(state, action, preemptor, options, budget, left + 1)

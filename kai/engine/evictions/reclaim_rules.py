@@ -9,7 +9,7 @@ it may not end more saturated than a sibling it takes from, which stops ping-pon
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
 from kai.engine.evictions.decisions import GUARANTEE_DESERVED_QUOTA, MAINTAIN_FAIR_SHARE
@@ -187,11 +187,7 @@ def _saturation_problem(
                 mine = saturation(after.get(name), shares[level.name].fair_share.get(name))
                 sibling_fair = shares[sibling].fair_share.get(name)
                 theirs = saturation(sibling_held.get(name), sibling_fair)
-                if (
-                    (mine is None or mine > 1)
-                    and sibling_fair > 0
-                    and (mine is None or (theirs is not None and mine * multiplier >= theirs))
-                ):
+                if _more_saturated(mine, theirs, sibling_fair, multiplier):
                     return (
                         f"queue {level.name} would be more saturated in {name} than its sibling "
                         f"{sibling} it takes from"
@@ -203,6 +199,55 @@ def _saturation_problem(
             ):
                 return f"queue {level.name} would hold non-preemptible work over its deserved quota"
     return None
+
+
+def saturation_forbids_all(
+    state: EvictionState, preemptor: Preemptor, options: Sequence[VictimOption]
+) -> bool:
+    """True when `_saturation_problem` refuses every victim set that takes any of these.
+
+    Each victim lies under the sibling where its path from the root parts from the
+    reclaimer's: a pair of siblings, the reclaimer's side and the victim's. A pair refuses
+    when the reclaimer's side, holding what it holds now and the request, would be more
+    saturated than the victim's side holding all it holds now, in a resource the request
+    asks for. Take any victim set and, of the pairs it touches, the one lowest in the
+    tree: nothing the set takes is beneath that pair's reclaimer side (a victim there would
+    part from the reclaimer lower still), so that side holds what it holds now, while the
+    victim's side holds less than now. If every pair refuses, so does the rule, for every
+    set. At 1,000 nodes a third of reclaim's attempts were refused so, each after a victim
+    search and a model.
+    """
+    shares = state.inputs.shares
+    multiplier = state.config.evictions.reclaimer_saturation_multiplier
+    asked = [name for name, value in preemptor.request.items() if value > 0]
+    for mine, theirs in sorted(
+        {leveled(state, preemptor.queue, queue) for queue in {o.gang.queue for o in options}}
+    ):
+        after = state.ledger.allocated.get(mine, NO_RESOURCES) + preemptor.request
+        held = state.ledger.allocated.get(theirs, NO_RESOURCES)
+        if not any(
+            _more_saturated(
+                saturation(after.get(name), shares[mine].fair_share.get(name)),
+                saturation(held.get(name), shares[theirs].fair_share.get(name)),
+                shares[theirs].fair_share.get(name),
+                multiplier,
+            )
+            for name in asked
+        ):
+            return False
+    return True
+
+
+def _more_saturated(
+    mine: Fraction | None, theirs: Fraction | None, sibling_fair: Fraction, multiplier: Fraction
+) -> bool:
+    """The reclaimer, over its fair share, ends at least as saturated (times the multiplier)
+    as the sibling it takes from; None stands for infinity."""
+    return (
+        (mine is None or mine > 1)
+        and sibling_fair > 0
+        and (mine is None or (theirs is not None and mine * multiplier >= theirs))
+    )
 
 
 def saturation(held: Fraction, fair: Fraction) -> Fraction | None:
