@@ -18,12 +18,13 @@ import dataclasses
 import functools
 from collections import defaultdict
 
+from kai.engine.budget import QueueBudget
 from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.room import release
 from kai.engine.evictions.scenario import Scenario
 from kai.engine.evictions.state import EvictionState
-from kai.engine.gangs import GangRequest, build_gang_requests
-from kai.engine.greedy import AllocationOutcome, allocate_on_index
+from kai.engine.gangs import GangRequest, build_gang_requests, pod_resources
+from kai.engine.greedy import AllocationOutcome, KaiOrder, allocate_on_index
 from kai.engine.job_order import Offer
 from kai.engine.model import Pod, PodPhase
 from kai.engine.node_index import NodeIndex
@@ -74,24 +75,60 @@ def _undone(
         gangs.append(preemptor.gang)
     preemptor_pods = [pod.key for pod in preemptor.pods]
     victim_pods = [pod.key for pods in victims.values() for pod in pods]
+    victim_gangs = {gang.key: gang for gang in gangs if gang.key in victims}
     untried = set(victims)  # victim gangs not yet offered room
     tried = False
+    looked = -1  # how many pods were placed when the victims' chances were last looked at
 
     def settled(offer: Offer, outcome: AllocationOutcome) -> bool:
         """Stop once the answer is known: the preemptor placed (not undone), or its offer
         failed (its only one: a failed attempt is not pushed back) and either a victim is
-        placed or every victim has failed its own only attempt (none can be placed later)."""
-        nonlocal tried
+        placed or every victim has failed its own only attempt (none can be placed later).
+        Nor is it undone once no victim yet to be offered room can be placed at all: the
+        victims are looked at again only when something was placed since."""
+        nonlocal tried, looked
         placed = outcome.placements
         if any(key in placed for key in preemptor_pods):
             return True
         key = offer.gang.key
         tried = tried or key == preemptor.key
         untried.discard(key)
-        return tried and (not untried or any(key in placed for key in victim_pods))
+        victim_placed = any(key in placed for key in victim_pods)
+        if tried and (not untried or victim_placed):
+            return True
+        if victim_placed or len(placed) == looked:
+            return False
+        looked = len(placed)
+        return all(  # a victim with nothing to place is never offered room
+            key not in victim_gangs
+            or placeable_nowhere(victim_gangs[key], index, ledger, state.order)
+            for key in untried
+        )
 
     outcome = allocate_on_index(gangs, index, ledger, state.order, settled, pending, victims)
     placed = outcome.placements
     preemptor_placed = any(key in placed for key in preemptor_pods)
     victim_placed = any(key in placed for key in victim_pods)
     return victim_placed and not preemptor_placed
+
+
+def placeable_nowhere(
+    gang: GangRequest, index: NodeIndex, ledger: QueueBudget, order: KaiOrder
+) -> bool:
+    """The pass cannot place any of the gang's pods, now or later in it.
+
+    From here the pass only takes room and adds to what queues hold: a pod that fits on
+    no node now never will, and a request over a queue's cap stays over it. A core is
+    placed whole or not at all; elastic pods (a gang whose core still runs) one by one."""
+    group = gang.group
+    memory_mib = order.accounting_memory_mib
+
+    def refused(request: Resources) -> bool:
+        return ledger.check(group.queue, request, group.preemptible) is not None
+
+    def nowhere(pod: Pod) -> bool:
+        return index.find(pod, order.eligible_for(pod)) is None
+
+    if gang.core:
+        return refused(gang.core_request(memory_mib)) or any(nowhere(pod) for pod in gang.core)
+    return all(refused(pod_resources(pod, memory_mib)) or nowhere(pod) for pod in gang.elastic)

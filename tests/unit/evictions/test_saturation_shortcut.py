@@ -7,11 +7,7 @@ decisions with the shortcut as without it.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
-import random
-from datetime import timedelta
-from fractions import Fraction
 
 import pytest
 
@@ -23,99 +19,11 @@ from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.reclaim_rules import saturation_forbids_all
 from kai.engine.evictions.rules import check, victim_options
 from kai.engine.evictions.state import EvictionState
-from kai.engine.model import EngineConfig, Pod, PodGroup, Queue, QueueResource, Snapshot
-from tests.unit.engine.builders import NOW, UNLIMITED_RESOURCE, group, node, pod, snapshot
-from tests.unit.evictions.clusters import departments
+from kai.engine.model import EngineConfig
+from tests.unit.evictions.clusters import departments, random_departments
 from tests.unit.evictions.helpers import eviction_state, preemptor
 
-NODES, GPUS, CORES = 6, 4, 8_000
 CONFIG = EngineConfig(time_limit_seconds=1.0, solver_workers=1, reproducible=True)
-
-
-def _queue(
-    name: str, gpu: int, cpu: int, parent: str | None = None, protected: bool = False
-) -> Queue:
-    """`protected`: its gangs, all started a minute ago, may not be reclaimed for an hour."""
-    return Queue(
-        name,
-        parent,
-        gpu=QueueResource(Fraction(gpu), Fraction(-1), Fraction(1)),
-        cpu=QueueResource(Fraction(cpu), Fraction(-1), Fraction(1)),
-        memory=UNLIMITED_RESOURCE,
-        reclaim_min_runtime_seconds=3600.0 if protected else None,
-    )
-
-
-Profile = tuple[tuple[int, int], ...]
-PROFILES: tuple[Profile, ...] = (
-    ((0, 4000), (1, 6000)),  # mostly cores
-    ((2, 1000), (1, 1000)),  # mostly GPUs
-    ((1, 2000), (2, 4000)),
-)
-"""The pods a department runs, (GPUs, millicores): departments that hold mostly one
-resource and reclaim the other are where the saturation rule refuses."""
-
-
-def random_cluster(seed: int) -> Snapshot:
-    """Three or four departments of one or two teams of one or two projects, the cluster's
-    GPUs and cores held by running gangs of every project, more pending, and `want`."""
-    rng = random.Random(seed)
-    departments = rng.choice((3, 4))
-    queues: list[Queue] = []
-    runs: list[tuple[str, Profile]] = []  # project, its pods' shapes
-    gpu_quotas = _split(rng, NODES * GPUS, departments)
-    core_quotas = _split(rng, NODES * CORES // 1000, departments)
-    for d, (gpus, cores) in enumerate(zip(gpu_quotas, core_quotas, strict=True)):
-        queues.append(_queue(f"dept-{d}", gpus, cores * 1000))
-        profile = rng.choice(PROFILES)
-        for t in range(rng.choice((1, 2))):
-            team = f"dept-{d}-t{t}"
-            queues.append(_queue(team, 0, 0, f"dept-{d}"))
-            for p in range(rng.choice((1, 2))):
-                name = f"{team}-p{p}"
-                runs.append((name, profile))
-                queues.append(_queue(name, 0, 0, team, protected=rng.random() < 0.7))
-    free = {f"n{i}": [GPUS, CORES] for i in range(NODES)}
-    groups: list[PodGroup] = []
-    pods: list[Pod] = []
-    for g in range(rng.randint(8, 16)):
-        name = f"run-{g}"
-        project, profile = rng.choice(runs)
-        asks = [rng.choice(profile) for _ in range(rng.choice((1, 1, 2)))]
-        seats = []
-        for gpus, cpu in asks:
-            seat = next((n for n, (g_, c) in free.items() if g_ >= gpus and c >= cpu), None)
-            if seat is None:
-                break
-            free[seat][0] -= gpus
-            free[seat][1] -= cpu
-            seats.append(seat)
-        if len(seats) < len(asks):
-            continue  # the cluster is full: a gang runs whole or not at all
-        started = group(name, project, min_member=len(asks))
-        groups.append(dataclasses.replace(started, last_start=NOW - timedelta(minutes=1)))
-        pods += [
-            pod(f"{name}-{i}", name, gpus, cpu=cpu, memory=0, node_name=seat)
-            for i, ((gpus, cpu), seat) in enumerate(zip(asks, seats, strict=True))
-        ]
-    for g in range(rng.randint(10, 20)):  # more than fits: allocation fills the rest first
-        name = f"more-{g}"
-        project, profile = rng.choice(runs)
-        groups.append(group(name, project))
-        gpus, cpu = rng.choice(profile)
-        pods.append(pod(f"{name}-0", name, gpus + 1, cpu=cpu, memory=0))
-    want = rng.choice((1, 2))
-    groups.append(group("want", rng.choice(runs)[0], min_member=want))
-    gpus, cpu = rng.randint(1, 2), rng.choice((0, 2, 4, 6)) * 1000
-    pods += [pod(f"want-{i}", "want", gpus, cpu=cpu, memory=0) for i in range(want)]
-    nodes = [node(name, gpus=GPUS, cpu=CORES) for name in free]
-    return snapshot(nodes, pods, groups, queues)
-
-
-def _split(rng: random.Random, total: int, parts: int) -> list[int]:
-    """`total` in `parts` random whole amounts: the departments' quotas share it all out."""
-    cuts = sorted(rng.sample(range(1, total), parts - 1))
-    return [b - a for a, b in zip([0, *cuts], [*cuts, total], strict=True)]
 
 
 def _victim_sets(options: list[VictimOption]) -> list[dict[str, frozenset[str]]]:
@@ -149,7 +57,7 @@ def test_it_forbids_only_what_the_rule_refuses_in_random_cycles(
 
     monkeypatch.setattr(actions, "saturation_forbids_all", checked)
     for seed in range(200):
-        run_cycle(random_cluster(seed), CONFIG)
+        run_cycle(random_departments(seed), CONFIG)
     # Neither answer is vacuous, and the rule itself refused what was forbidden.
     assert answers[True] >= 20 and answers[False] >= 100, answers
     assert refused_for_saturation >= 100, refused_for_saturation
@@ -176,7 +84,7 @@ def test_the_cycle_decides_the_same_with_the_shortcut_as_without(
         return found
 
     for seed in range(200):
-        cluster = random_cluster(seed)
+        cluster = random_departments(seed)
         monkeypatch.setattr(actions, "saturation_forbids_all", counted)
         with_it = run_cycle(cluster, CONFIG)
         monkeypatch.setattr(actions, "saturation_forbids_all", lambda *args: False)
