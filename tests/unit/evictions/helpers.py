@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from types import ModuleType
+
+import pytest
+
 from kai.engine.accounting import (
     accounting_device_memory,
     divisible_total,
@@ -9,6 +14,7 @@ from kai.engine.accounting import (
     queue_shares,
 )
 from kai.engine.budget import QueueBudget
+from kai.engine.cycle import run_cycle
 from kai.engine.eligibility import EligibilityIndex
 from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.state import EvictionInputs, EvictionState
@@ -47,3 +53,32 @@ def eviction_state(snapshot: Snapshot, config: EngineConfig = CONFIG) -> Evictio
 def preemptor(state: EvictionState, key: str) -> Preemptor:
     gang = next(g for g in state.inputs.unplaced if g.key == key)
     return state.preemptor(gang)
+
+
+def times_taken_with_the_same_decisions(
+    monkeypatch: pytest.MonkeyPatch,
+    module: ModuleType,
+    shortcut: str,
+    clusters: Iterable[Snapshot],
+    config: EngineConfig,
+) -> int:
+    """How often `module.shortcut` answered True over the clusters' cycles, each cycle
+    asserted to decide the same with the shortcut as with it answering False throughout."""
+    found = getattr(module, shortcut)
+    taken = 0
+
+    def counted(*args: object) -> bool:
+        nonlocal taken
+        answer = bool(found(*args))
+        taken += answer
+        return answer
+
+    for number, cluster in enumerate(clusters):
+        monkeypatch.setattr(module, shortcut, counted)
+        with_it = run_cycle(cluster, config)
+        monkeypatch.setattr(module, shortcut, lambda *args: False)
+        without = run_cycle(cluster, config)
+        assert with_it.evictions == without.evictions, number
+        assert with_it.pipelined == without.pipelined, number
+        assert with_it.bindings == without.bindings, number
+    return taken

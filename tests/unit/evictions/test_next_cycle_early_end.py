@@ -12,7 +12,6 @@ from fractions import Fraction
 
 import pytest
 
-from kai.engine.cycle import run_cycle
 from kai.engine.evictions import next_cycle
 from kai.engine.evictions.next_cycle import placeable_nowhere, undone_next_cycle
 from kai.engine.evictions.options import Verdict
@@ -22,7 +21,11 @@ from kai.engine.job_order import Offer
 from kai.engine.model import EngineConfig, Queue, QueueResource, Snapshot
 from tests.unit.engine.builders import UNLIMITED_RESOURCE, group, node, pod, snapshot
 from tests.unit.evictions.clusters import random_departments
-from tests.unit.evictions.helpers import eviction_state, preemptor
+from tests.unit.evictions.helpers import (
+    eviction_state,
+    preemptor,
+    times_taken_with_the_same_decisions,
+)
 
 CONFIG = EngineConfig(time_limit_seconds=1.0, solver_workers=1, reproducible=True)
 
@@ -70,23 +73,10 @@ def test_a_gang_judged_placeable_nowhere_is_not_placed_later_in_the_pass() -> No
 def test_the_cycle_decides_the_same_with_the_early_end_as_without(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    ended = 0
-
-    def counted(*args: object) -> bool:
-        nonlocal ended
-        found = placeable_nowhere(*args)  # type: ignore[arg-type]
-        ended += found
-        return found
-
-    for seed in range(200):
-        cluster = random_departments(seed, elastic=True)
-        monkeypatch.setattr(next_cycle, "placeable_nowhere", counted)
-        with_it = run_cycle(cluster, CONFIG)
-        monkeypatch.setattr(next_cycle, "placeable_nowhere", lambda *args: False)
-        without = run_cycle(cluster, CONFIG)
-        assert with_it.evictions == without.evictions, seed
-        assert with_it.pipelined == without.pipelined, seed
-        assert with_it.bindings == without.bindings, seed
+    clusters = (random_departments(seed, elastic=True) for seed in range(200))
+    ended = times_taken_with_the_same_decisions(
+        monkeypatch, next_cycle, "placeable_nowhere", clusters, CONFIG
+    )
     assert ended >= 10, ended
 
 

@@ -21,7 +21,11 @@ from kai.engine.evictions.rules import check, victim_options
 from kai.engine.evictions.state import EvictionState
 from kai.engine.model import EngineConfig
 from tests.unit.evictions.clusters import departments, random_departments
-from tests.unit.evictions.helpers import eviction_state, preemptor
+from tests.unit.evictions.helpers import (
+    eviction_state,
+    preemptor,
+    times_taken_with_the_same_decisions,
+)
 
 CONFIG = EngineConfig(time_limit_seconds=1.0, solver_workers=1, reproducible=True)
 
@@ -75,21 +79,8 @@ def test_the_departments_cluster_is_forbidden_only_when_the_reclaimer_asks_for_c
 def test_the_cycle_decides_the_same_with_the_shortcut_as_without(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    fired = 0
-
-    def counted(state: EvictionState, who: Preemptor, options: list[VictimOption]) -> bool:
-        nonlocal fired
-        found = saturation_forbids_all(state, who, options)
-        fired += found
-        return found
-
-    for seed in range(200):
-        cluster = random_departments(seed)
-        monkeypatch.setattr(actions, "saturation_forbids_all", counted)
-        with_it = run_cycle(cluster, CONFIG)
-        monkeypatch.setattr(actions, "saturation_forbids_all", lambda *args: False)
-        without = run_cycle(cluster, CONFIG)
-        assert with_it.evictions == without.evictions, seed
-        assert with_it.pipelined == without.pipelined, seed
-        assert with_it.bindings == without.bindings, seed
+    clusters = (random_departments(seed) for seed in range(200))
+    fired = times_taken_with_the_same_decisions(
+        monkeypatch, actions, "saturation_forbids_all", clusters, CONFIG
+    )
     assert fired >= 10, fired
