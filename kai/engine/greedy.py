@@ -41,6 +41,9 @@ class AllocationOutcome:
     refusals: dict[str, Refusal] = field(
         default_factory=dict
     )  # gang key -> why its core was not placed
+    capped: set[tuple[str, int]] = field(default_factory=set)
+    """The attempts a queue's cap refused (a limit, or quota for non-preemptible work), as
+    in `offers`: given what was admitted before them, no packing admits them."""
     offers: list[tuple[str, int]] = field(default_factory=list)
     """Every attempt, in the order KAI's job order made it: (gang key, 0) for a core and
     (gang key, n) for the gang's n-th elastic pod.
@@ -109,8 +112,7 @@ def greedy_allocate(
                 outcome.admitted.append(gang.key)
         else:
             placed = _place_elastic(
-                gang,
-                offer.pods[0],
+                offer,
                 index,
                 budget,
                 _within_domain(gang, eligible_for, outcome, topology),
@@ -219,6 +221,7 @@ def _place_core(
     refusal = budget.check(group.queue, request, group.preemptible)
     if refusal is not None:
         outcome.refusals[gang.key] = refusal
+        outcome.capped.add((gang.key, 0))
         return False
     rules = topology.rules(group) if topology is not None else None
     if rules is not None and rules.problem is not None:
@@ -285,17 +288,18 @@ def _within_domain(
 
 
 def _place_elastic(
-    gang: GangRequest,
-    pod: Pod,
+    offer: Offer,
     index: NodeIndex,
     budget: QueueBudget,
     eligible_for: Callable[[Pod], Callable[[str], bool]],
     accounting_memory_mib: int,
     outcome: AllocationOutcome,
 ) -> bool:
+    gang, pod = offer.gang, offer.pods[0]
     group = gang.group
     request = pod_resources(pod, accounting_memory_mib)
     if budget.check(group.queue, request, group.preemptible) is not None:
+        outcome.capped.add((gang.key, offer.elastic))
         return False
     node = index.find(pod, eligible_for(pod), alone=True)
     if node is None:

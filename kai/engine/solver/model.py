@@ -36,6 +36,14 @@ _UNITS: dict[ResourceName, int] = {"gpu": 1000, "cpu": 1, "memory": 1}
 _MEMORY_UNIT = 2**20  # memory constraints in MiB keep coefficients small
 
 
+def order_window(accepted: Sequence[bool]) -> range:
+    """Where, among the attempts the model ranks (greedy's answer to each in `accepted`), its
+    first stage looks: ORDER_WINDOW attempts from greedy's first refusal on. Those before are
+    fixed, those after share one rank-weighted tier (`AllocationModel._add_order_tiers`)."""
+    first = next((i for i, ok in enumerate(accepted) if not ok), len(accepted))
+    return range(first, min(first + ORDER_WINDOW, len(accepted)))
+
+
 def _ceil(value: Fraction) -> int:
     return -((-value.numerator) // value.denominator)
 
@@ -478,13 +486,13 @@ class AllocationModel:
             var = self._offer_var(gang, elastic)
             if var is not None:
                 ranked.append((var, accepted))
-        first = next((i for i, (_, accepted) in enumerate(ranked) if not accepted), len(ranked))
-        for var, _ in ranked[:first]:
+        at = order_window([accepted for _, accepted in ranked])
+        for var, _ in ranked[: at.start]:
             self.model.add(var == 1)
-        window = ranked[first : first + ORDER_WINDOW]
-        for rank, (var, _) in enumerate(window, start=first):
+        window = ranked[at.start : at.stop]
+        for rank, (var, _) in enumerate(window, start=at.start):
             self.tiers.append(Tier(f"attempt {rank} in KAI's order ({var.name})", var, 1))
-        rest = ranked[first + ORDER_WINDOW :]
+        rest = ranked[at.stop :]
         self._no_later_loss_if_window_tied(window, rest)
         if rest:
             terms = [(len(rest) - rank) * var for rank, (var, _) in enumerate(rest)]

@@ -21,6 +21,7 @@ from kai.engine.greedy import AllocationOutcome, index_after
 from kai.engine.job_order import gang_order_key
 from kai.engine.model import REPRODUCIBLE_WALL_FACTOR, EngineConfig, Queue
 from kai.engine.resources import exact_sum
+from kai.engine.solver.cap_refusals import refused_only_by_caps
 from kai.engine.solver.decode import decode
 from kai.engine.solver.isolated import solve_in_child
 from kai.engine.solver.model import AllocationModel, ModelInput
@@ -74,6 +75,8 @@ def optimize(
         ),
         key=gang_order_key,
     )
+    if refused_only_by_caps(modelled_gangs, greedy, memory_mib):
+        return Optimized(greedy, GREEDY_PROVED, gpu_upper_bound(gangs, capacity, memory_mib))
     held: list[tuple[GangRequest, GroupRules]] = []
     for g in modelled_gangs:
         found = rules_of[g.key]
