@@ -67,7 +67,8 @@ def validate(
         index.update(snapshot)  # also without bindings: the next update is told what changed
     if not bindings:
         return []
-    index = index or ObjectIndex.of(snapshot)
+    if index is None:
+        index = ObjectIndex.of(snapshot)
     pods = index.pods
     nodes = {node.name: node for node in snapshot.nodes}
     new: list[tuple[Pod, ProposedBinding]] = []

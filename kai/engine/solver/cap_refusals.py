@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from kai.engine.gangs import GangRequest, pod_resources
 from kai.engine.greedy import AllocationOutcome
-from kai.engine.solver.model import ORDER_WINDOW, order_window
+from kai.engine.solver.model import ORDER_WINDOW, order_window, ranked_attempts
 
 
 def refused_only_by_caps(
@@ -29,22 +29,14 @@ def refused_only_by_caps(
 ) -> bool:
     """Greedy's refusals in a full order window were all over queue caps, and every gang's
     elastic pods ask alike: the first stage would prove greedy's answer the best."""
-    if any(_mixed(gang, memory_mib) for gang in modelled):
-        return False
-    cores = {gang.key for gang in modelled if gang.core}
-    growing = {gang.key for gang in modelled if gang.elastic}
-    ranked = [
-        attempt
-        for attempt in greedy.offers
-        if (attempt[0] in cores if attempt[1] == 0 else attempt[0] in growing)
-    ]
+    ranked = [greedy.offers[position] for position in ranked_attempts(greedy.offers, modelled)]
     accepted = greedy.accepted_in_order(
         ranked, {pod.key: gang.key for gang in modelled for pod in gang.elastic}
     )
     at = order_window(accepted)
-    if len(at) < ORDER_WINDOW:
+    if len(at) < ORDER_WINDOW or not all(accepted[i] or ranked[i] in greedy.capped for i in at):
         return False
-    return all(accepted[i] or ranked[i] in greedy.capped for i in at)
+    return not any(_mixed(gang, memory_mib) for gang in modelled)
 
 
 def _mixed(gang: GangRequest, memory_mib: int) -> bool:

@@ -36,6 +36,19 @@ _UNITS: dict[ResourceName, int] = {"gpu": 1000, "cpu": 1, "memory": 1}
 _MEMORY_UNIT = 2**20  # memory constraints in MiB keep coefficients small
 
 
+def ranked_attempts(offers: Sequence[tuple[str, int]], gangs: Sequence[GangRequest]) -> list[int]:
+    """Where in `offers` the attempts the model ranks are: a modelled gang's core (if it has
+    one) and its elastic pods (if it has some); attempts of gangs it does not take are not
+    ranked."""
+    cores = {gang.key for gang in gangs if gang.core}
+    growing = {gang.key for gang in gangs if gang.elastic}
+    return [
+        position
+        for position, (gang, elastic) in enumerate(offers)
+        if (gang in growing if elastic else gang in cores)
+    ]
+
+
 def order_window(accepted: Sequence[bool]) -> range:
     """Where, among the attempts the model ranks (greedy's answer to each in `accepted`), its
     first stage looks: ORDER_WINDOW attempts from greedy's first refusal on. Those before are
@@ -449,14 +462,12 @@ class AllocationModel:
         if kept:
             self.tiers.append(Tier("KAI's placements kept", sum(kept), bound))
 
-    def _offer_var(self, gang: str, elastic: int) -> cp_model.IntVar | None:
+    def _offer_var(self, gang: str, elastic: int) -> cp_model.IntVar:
         """A boolean that is 1 only if the attempt is satisfied: the core admitted, or at
         least n of the gang's elastic pods placed."""
         if elastic == 0:
-            return self.admit.get(gang)
-        placed = self._elastic_by_gang.get(gang)
-        if not placed:
-            return None
+            return self.admit[gang]
+        placed = self._elastic_by_gang[gang]
         var = self.model.new_bool_var(f"offer[{gang},{elastic}]")
         self.model.add(sum(placed) >= elastic).only_enforce_if(var)
         self.offer_vars.append((var, gang, elastic))
@@ -481,11 +492,10 @@ class AllocationModel:
         data = self.data
         for (key, _), count in self.elastic.items():
             self._elastic_by_gang.setdefault(key, []).append(count)
-        ranked: list[tuple[cp_model.IntVar, bool]] = []
-        for (gang, elastic), accepted in zip(data.offers, data.accepted, strict=True):
-            var = self._offer_var(gang, elastic)
-            if var is not None:
-                ranked.append((var, accepted))
+        ranked = [
+            (self._offer_var(*data.offers[position]), data.accepted[position])
+            for position in ranked_attempts(data.offers, data.gangs)
+        ]
         at = order_window([accepted for _, accepted in ranked])
         for var, _ in ranked[: at.start]:
             self.model.add(var == 1)
