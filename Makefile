@@ -39,7 +39,8 @@ test: $(STAMP) controlplane tools lint
 
 lint: $(STAMP)
 	$(BIN)/ruff check kai tests bench
-	$(BIN)/mypy kai bench
+	$(BIN)/ruff format --check kai tests bench
+	$(BIN)/mypy kai bench tests
 
 bench: $(STAMP)
 	$(BIN)/python bench/engine.py --nodes 1000 --pods 10000

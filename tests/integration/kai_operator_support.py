@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,12 @@ POD_GROUPS = ("scheduling.run.ai", "v2alpha2", "podgroups")
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def body(manifest: Mapping[str, Any]) -> Any:
+    """A manifest as the client's body: it sends a dict as it is, though its stubs name only
+    its models."""
+    return manifest
 
 
 def operator_config(kubeconfig: Path, namespace: str, **overrides: Any) -> OperatorConfig:
@@ -66,7 +72,8 @@ async def running_operator(
     task = asyncio.create_task(run_operator(config, started, run_engine))
     try:
         async with asyncio.timeout(60):
-            done, _ = await asyncio.wait({started, task}, return_when=asyncio.FIRST_COMPLETED)
+            either: set[asyncio.Future[Any]] = {started, task}
+            done, _ = await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
             if task in done:
                 task.result()  # raises what stopped it
             operator = started.result()
@@ -253,7 +260,6 @@ def gpu_job(
 ) -> client.V1Job:
     annotations = {"kai.scheduler/batch-min-member": str(min_member)} if min_member else None
     template = gpu_pod("unused", queue, gpus)
-    template.metadata.name = None
     template.spec.restart_policy = "Never"
     return client.V1Job(
         metadata=client.V1ObjectMeta(
@@ -262,7 +268,9 @@ def gpu_job(
         spec=client.V1JobSpec(
             parallelism=parallelism,
             completions=parallelism,
-            template=client.V1PodTemplateSpec(metadata=template.metadata, spec=template.spec),
+            template=client.V1PodTemplateSpec(
+                metadata=client.V1ObjectMeta(labels=template.metadata.labels), spec=template.spec
+            ),
         ),
     )
 

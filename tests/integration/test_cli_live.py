@@ -118,7 +118,9 @@ async def test_queues_why_and_nodes_show_what_the_scheduler_wrote(
                     f"{error}; seen (requested a, b; refused; bound) {seen}"
                 ) from None
             (gang_group,) = [g for g in await list_pod_groups(api, namespace) if _reason(g)]
-            reason, message = _reason(gang_group)
+            gang_reason = _reason(gang_group)
+            assert gang_reason is not None
+            reason, message = gang_reason
             assert reason == "OverLimit"
             assert f"queue {team_a}: limit 2 GPUs, allocated 1 GPUs, this gang needs 2 GPUs" in (
                 message

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -88,7 +89,7 @@ async def test_the_operator_recovers_when_kube_apiserver_restarts(
             await wait_bound(api, namespace, GANG_SIZE)
             await asyncio.to_thread(plane.restart_apiserver)
             for pod in await _retrying(lambda: pods_in(api, namespace)):
-                await _retrying(lambda name=pod.metadata.name: _succeed(api, namespace, name))
+                await _retrying(functools.partial(_succeed, api, namespace, pod.metadata.name))
             await _retrying(lambda: _submit(api, namespace, "second", queue))
             await wait_bound(api, namespace, 2 * GANG_SIZE)
             assert not task.done()

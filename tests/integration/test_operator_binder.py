@@ -188,9 +188,13 @@ async def test_binds_handed_over_early_go_out_once_the_previous_binds_are_done(k
     later = [await kit.make_pod(f"later-{index}") for index in range(4)]
     earlier_done = asyncio.Event()
     too_soon: list[str] = []
-    kit.kube.fails = lambda _, path: bool(
-        "/later-" in path and not earlier_done.is_set() and too_soon.append(path)
-    )  # records, fails none
+
+    def records_too_soon(_: str, path: str) -> bool:
+        if "/later-" in path and not earlier_done.is_set():
+            too_soon.append(path)
+        return False  # fails none
+
+    kit.kube.fails = records_too_soon
 
     async def earlier_cycle() -> BindReport:
         try:
@@ -454,7 +458,12 @@ async def test_the_cycle_that_ends_a_burst_writes_its_groups_after_its_binds(
     key, owed_key = f"{kit.namespace}/last-0", f"{kit.namespace}/pg-earlier-0"
     plans = {key: _single_plan(kit.namespace, "pg-last-0")}
     sent: list[str] = []
-    kit.kube.fails = lambda _, path: bool(sent.append(path))  # records every write, fails none
+
+    def records(_: str, path: str) -> bool:
+        sent.append(path)
+        return False  # fails none
+
+    kit.kube.fails = records
     settled: dict[str, Written] = {}
     view = _view(kit, {"last-0": manifest})
     owed = {} if earlier_binding else {owed_key: _single_plan(kit.namespace, "pg-earlier-0")}

@@ -88,7 +88,7 @@ async def test_a_burst_is_bound_a_bounded_number_per_cycle_in_order(
                 for group in await list_pod_groups(api, namespace):
                     conditions = (group.get("status") or {}).get("schedulingConditions") or []
                     if group["spec"]["queue"] == queue and conditions:
-                        return conditions[0]["reasons"][0]["reason"] != ""
+                        return bool(conditions[0]["reasons"][0]["reason"])
                 return False
 
             await wait_for("the pod that does not fit to get its reason", too_big_has_a_reason)

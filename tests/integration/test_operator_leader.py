@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from kai_operator_support import (
+    body,
     bound_pods,
     create_queue,
     delete_queue,
@@ -173,7 +174,7 @@ async def _steal_lease(
     async def stolen() -> bool:
         lease = await leases.read_namespaced_lease(name, namespace)
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        body = {
+        taken = {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
             "metadata": {"name": name, "resourceVersion": lease.metadata.resource_version},
@@ -186,7 +187,7 @@ async def _steal_lease(
             },
         }
         try:
-            await leases.replace_namespaced_lease(name, namespace, body)
+            await leases.replace_namespaced_lease(name, namespace, body(taken))
         except client.exceptions.ApiException as error:
             if error.status != 409:  # the holder renewed since the read: read again
                 raise

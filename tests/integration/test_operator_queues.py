@@ -182,7 +182,7 @@ async def test_queue_status_shows_child_queues_and_keeps_conditions_it_does_not_
         *QUEUES,
         dept,
         {"status": {"conditions": [condition]}},
-        _content_type="application/merge-patch+json",
+        _content_type="application/merge-patch+json",  # type: ignore[call-arg]  # not in the stubs
     )
     await gpu_nodes(GpuNode(name=unique("gpu"), gpus=8, gpu_memory_mib=40960))
     try:

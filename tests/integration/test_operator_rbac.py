@@ -85,9 +85,9 @@ async def installed(api: client.ApiClient) -> AsyncIterator[list[str]]:
             if manifest["kind"] not in _LEFT_IN_PLACE:
                 created.append(f"{collection}/{manifest['metadata']['name']}")
     yield created
-    for path in reversed(created):
+    for created_path in reversed(created):
         with contextlib.suppress(ApiError):
-            await kube.delete(path)
+            await kube.delete(created_path)
 
 
 async def test_scheduler_runs_with_its_own_least_privilege_role(
@@ -228,7 +228,7 @@ async def test_webhook_runs_with_its_own_role(
                     "queues",
                     parent,
                     {"metadata": {"labels": {"x": "y"}}},
-                    _content_type="application/merge-patch+json",
+                    _content_type="application/merge-patch+json",  # type: ignore[call-arg]  # not in the stubs
                 )
             assert writes.value.status == 403
     finally:

@@ -10,6 +10,7 @@ given here is that stale cache, held still; the Queue is the real one.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
 
@@ -30,8 +31,8 @@ NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
 
 def _share(gpus: int) -> QueueShare:
-    amount = Resources(gpu=gpus)
-    return QueueShare(amount, amount, amount, Resources(), amount, Resources(gpu=-1))
+    amount = Resources(gpu=Fraction(gpus))
+    return QueueShare(amount, amount, amount, Resources(), amount, Resources(gpu=Fraction(-1)))
 
 
 def _running(queue: str, gpus: int) -> Snapshot:

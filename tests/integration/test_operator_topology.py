@@ -69,7 +69,7 @@ async def test_the_crd_refuses_what_kais_cel_rules_refuse(api: client.ApiClient)
                 PLURAL,
                 name,
                 {"spec": {"levels": [{"nodeLabel": rack}, {"nodeLabel": host}]}},
-                _content_type="application/merge-patch+json",
+                _content_type="application/merge-patch+json",  # type: ignore[call-arg]  # not in the stubs
             )
         )
         assert "immutable" in relabelled
@@ -79,7 +79,7 @@ async def test_the_crd_refuses_what_kais_cel_rules_refuse(api: client.ApiClient)
             PLURAL,
             name,
             {"spec": {"levels": [{"nodeLabel": zone, "alias": "zone"}, {"nodeLabel": host}]}},
-            _content_type="application/merge-patch+json",
+            _content_type="application/merge-patch+json",  # type: ignore[call-arg]  # not in the stubs
         )
     finally:
         with contextlib.suppress(client.ApiException):

@@ -55,9 +55,17 @@ def _resources() -> dict[str, Any]:
 
 
 async def _create_queue(api: client.ApiClient, body: dict[str, Any], dry_run: bool = False) -> None:
-    await client.CustomObjectsApi(api).create_cluster_custom_object(
-        *QUEUES, body, dry_run="All" if dry_run else None
-    )
+    await _create(api, QUEUES, body, dry_run)
+
+
+async def _create(
+    api: client.ApiClient, kind: tuple[str, str, str], body: dict[str, Any], dry_run: bool
+) -> object:
+    """Create a cluster-scoped object; with `dry_run`, only ask whether it would be."""
+    objects = client.CustomObjectsApi(api)
+    if dry_run:
+        return await objects.create_cluster_custom_object(*kind, body, dry_run="All")
+    return await objects.create_cluster_custom_object(*kind, body)
 
 
 @contextlib.asynccontextmanager
@@ -106,7 +114,7 @@ async def test_bad_queues_and_pod_groups_are_refused_naming_the_field(
                     *QUEUES,
                     parent,
                     {"spec": {"parentQueue": child}},
-                    _content_type="application/merge-patch+json",
+                    _content_type="application/merge-patch+json",  # type: ignore[call-arg]  # not in the stubs
                 )
             )
             assert cycle is not None and "cycle" in cycle and "spec.parentQueue" in cycle
@@ -152,9 +160,7 @@ async def _create_topology(
         "metadata": {"name": unique("topo")},
         "spec": {"levels": levels},
     }
-    return await client.CustomObjectsApi(api).create_cluster_custom_object(
-        "kai.scheduler", "v1alpha1", "topologies", body, dry_run="All" if dry_run else None
-    )
+    return await _create(api, ("kai.scheduler", "v1alpha1", "topologies"), body, dry_run)
 
 
 async def test_a_fraction_pod_gets_its_device_wiring_and_runs_through_gpu_sharing(

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kai_operator_support import wait_for
+from kai_operator_support import body, wait_for
 from kubernetes_asyncio import client
 
 from kai.testing.controlplane import ClusterAccess
@@ -88,28 +88,30 @@ async def test_live_describe_and_get_attribute_pods_and_report_phases(
 ) -> None:
     kubeconfig = control_plane.kubeconfig
     core, batch, apps = client.CoreV1Api(api), client.BatchV1Api(api), client.AppsV1Api(api)
-    await batch.create_namespaced_job(namespace, job("train", 3, {"team": "a"}))
-    await batch.create_namespaced_job(namespace, job("other", 1, {"team": "b"}))
+    await batch.create_namespaced_job(namespace, body(job("train", 3, {"team": "a"})))
+    await batch.create_namespaced_job(namespace, body(job("other", 1, {"team": "b"})))
     web = {"app": "web"}
     await apps.create_namespaced_deployment(
         namespace,
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "web"},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": web},
-                "template": {
-                    "metadata": {"labels": web},
-                    "spec": {"containers": [container("100m")]},
+        body(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "web"},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": web},
+                    "template": {
+                        "metadata": {"labels": web},
+                        "spec": {"containers": [container("100m")]},
+                    },
                 },
-            },
-        },
+            }
+        ),
     )
     await core.create_namespaced_pod(
         namespace,
-        {"metadata": {"name": "solo"}, "spec": {"containers": [container("50m")]}},
+        body({"metadata": {"name": "solo"}, "spec": {"containers": [container("50m")]}}),
     )
 
     async def pods_of(selector: str) -> list[client.V1Pod]:
@@ -211,10 +213,12 @@ async def test_live_describe_and_get_attribute_pods_and_report_phases(
     # a type only a --definition file covers, found by a short name only discovery knows
     await client.PolicyV1Api(api).create_namespaced_pod_disruption_budget(
         namespace,
-        {
-            "metadata": {"name": "guard"},
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": web}},
-        },
+        body(
+            {
+                "metadata": {"name": "guard"},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": web}},
+            }
+        ),
     )
     code, _, err = await kai_workload(kubeconfig, "get", "pdb", "-n", namespace)
     assert code == 4, err

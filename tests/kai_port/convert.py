@@ -29,8 +29,8 @@ from typing import Any
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).parent))
-from goeval import (
+sys.path.insert(0, str(Path(__file__).parents[2]))  # run as a script: the repository root
+from tests.kai_port.goeval import (
     Evaluator,
     GoStruct,
     SubGroupSet,

@@ -3,6 +3,7 @@ split by it."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kai.operator.burst import cycle_bound, first_in_line
@@ -18,7 +19,7 @@ def _pod(
     return f"ns/{name}", {"metadata": metadata, "spec": {"priority": priority}}
 
 
-def _names(taken: list[tuple[str, dict[str, Any]]]) -> list[str]:
+def _names(taken: list[tuple[str, Mapping[str, Any]]]) -> list[str]:
     return [key.partition("/")[2] for key, _ in taken]
 
 

@@ -21,7 +21,7 @@ from kai.engine.queue_order import (
     dominant_resource_share,
     queue_order_key,
 )
-from kai.engine.resources import Resources
+from kai.engine.resources import ResourceName, Resources
 
 TOTAL = Resources.of(gpu=100, cpu=100_000, memory=10**12)
 NO_JOB = Resources()
@@ -258,7 +258,7 @@ def _reference_key(holding: QueueShare, of: Queue, job: Resources) -> tuple[obje
     """KAI's comparison restated term by term in Fractions, the way §10.6 reads."""
     allocatable = allocatable_share(holding, of)
     with_job = holding.allocated + job
-    names = ("gpu", "cpu", "memory")
+    names: tuple[ResourceName, ...] = ("gpu", "cpu", "memory")
     return (
         all(holding.allocated.get(r) > holding.fair_share.get(r) for r in names),
         any(

@@ -25,7 +25,7 @@ def test_a_reader_is_told_what_changed_since_its_last_copy(
     monkeypatch.setattr(changes, "_LOG_LIMIT", 40)  # trims happen within a run
     rng = random.Random(seed)
     store = LoggedStore()
-    readers = [(StoreChanges(), {}) for _ in range(3)]
+    readers: list[tuple[StoreChanges, dict[str, Any]]] = [(StoreChanges(), {}) for _ in range(3)]
     copies: list[LoggedObjects] = [store.copy()]
     for _ in range(400):
         for _ in range(rng.choice((0, 1, 1, 2, 5))):

@@ -62,7 +62,7 @@ def _status_not_a_mapping(pod: Manifest) -> None:
     pod["status"] = ["Pending"]
 
 
-SIBLINGS: dict[str, Callable[[Manifest], None]] = {
+SIBLINGS: dict[str, Callable[[Manifest], object]] = {
     "another name and uid": lambda pod: (
         _metadata("name", "worker-2")(pod),
         _metadata("uid", "uid-2")(pod),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -105,7 +105,7 @@ def test_a_remembered_cut_is_the_cut_as_the_pods_nodes_and_groups_change() -> No
     pods = dict(PODS)
     groups = dict(GROUPS)
     nodes = dict(NODES)
-    steps = [
+    steps: list[Callable[[], object]] = [
         lambda: None,  # the same objects again
         lambda: pods.update({"ml/new-d": _pod("new-d", node="a-1")}),  # bound in pool a
         lambda: nodes.update({"a-1": {"metadata": _meta("a-1")}}),  # the node leaves pool a
@@ -131,11 +131,11 @@ def test_a_remembered_cut_is_the_cut_as_the_pods_nodes_and_groups_change() -> No
 def test_an_object_is_judged_again_only_when_it_or_what_its_verdict_reads_changed() -> None:
     judged: list[str] = []
 
-    def keep(pod: dict[str, Any]) -> bool:
+    def keep(pod: Mapping[str, Any]) -> bool:
         judged.append(pod["metadata"]["name"])
         return True
 
-    def refers(pod: dict[str, Any]) -> str | None:
+    def refers(pod: Mapping[str, Any]) -> str | None:
         return (pod["metadata"].get("annotations") or {}).get("pod-group-name")
 
     pods = {
@@ -190,9 +190,9 @@ def test_a_cut_of_logged_copies_is_the_cut_and_tells_its_readers_what_changed(se
                 if rng.random() < 0.2:
                     pods.delete(f"ml/{name}")
                 else:
-                    group = rng.choice((None, f"g{rng.randrange(6)}"))
+                    group_name = rng.choice((None, f"g{rng.randrange(6)}"))
                     node = rng.choice((None, None, f"n{rng.randrange(4)}"))
-                    pods.put(f"ml/{name}", _pod(name, rng.choice(pools), group, node))
+                    pods.put(f"ml/{name}", _pod(name, rng.choice(pools), group_name, node))
         if rng.random() < 0.02:
             pods.relist()
         copies = nodes.copy(), groups.copy(), pods.copy()

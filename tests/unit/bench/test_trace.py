@@ -13,6 +13,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from immutables import Map
 
 from bench.openb import (
     DEFAULT_PODS,
@@ -251,7 +252,7 @@ def _moved(victim_to: str, big_to: str) -> Snapshot:
     )
     plan = CycleResult(
         bindings=(),
-        groups={},
+        groups=Map(),
         queues={},
         report=SolverReport("greedy", "not-run", Fraction(0), Fraction(0), Fraction(0), 0),
         evictions=(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime
 from fractions import Fraction
+from typing import Any
 
 from kai.engine.model import (
     GpuRequest,
@@ -120,6 +121,15 @@ def snapshot(
     nodes: list[Node], pods: list[Pod], groups: list[PodGroup], queues: list[Queue]
 ) -> Snapshot:
     return Snapshot(tuple(nodes), tuple(pods), tuple(groups), tuple(queues), NOW)
+
+
+def with_groups(snap: Snapshot, prefix: str, **fields: Any) -> Snapshot:
+    """`snap` with `fields` set on every PodGroup whose name starts with `prefix`."""
+    groups = tuple(
+        dataclasses.replace(g, **fields) if g.name.startswith(prefix) else g
+        for g in snap.pod_groups
+    )
+    return dataclasses.replace(snap, pod_groups=groups)
 
 
 def told(before: Snapshot, after: Snapshot) -> Snapshot:

@@ -72,7 +72,7 @@ def test_a_collector_turned_off_by_the_caller_stays_off(collections: list[int]) 
 
 def test_the_collector_is_on_again_when_the_cycle_raises(collections: list[int]) -> None:
     collections.clear()
-    kept = []
+    kept: list[list[None]] = []
     with pytest.raises(RuntimeError, match="engine bug"), collection_paused():
         assert not gc.isenabled()
         kept.extend([] for _ in range(2 * gc.get_threshold()[0]))  # past the threshold

@@ -14,7 +14,7 @@ from kai.engine import cycle
 from kai.engine.budget import OVER_LIMIT
 from kai.engine.cycle import ALL_PLACED, LONE_POD, run_cycle
 from kai.engine.explain import NOT_ENOUGH_PODS
-from kai.engine.model import EngineConfig, PodGroup, SetAside
+from kai.engine.model import EngineConfig, Node, Pod, PodGroup, Queue, SetAside
 from kai.engine.solver import optimize as solver_glue
 from tests.unit.engine.builders import group, node, pod, queue, snapshot
 
@@ -100,7 +100,7 @@ def test_no_model_is_built_when_the_greedy_pass_placed_every_pod(
     assert built and packed.report.answer == "cp-sat" and len(packed.bindings) == 6
 
 
-def random_cluster(seed: int) -> tuple[list[object], list[object], list[PodGroup], list[object]]:
+def random_cluster(seed: int) -> tuple[list[Node], list[Pod], list[PodGroup], list[Queue]]:
     rng = random.Random(seed)
     nodes = [
         node(f"n{i}", gpus=rng.choice([4, 8]), gpu_memory_mib=40_000)
@@ -111,7 +111,8 @@ def random_cluster(seed: int) -> tuple[list[object], list[object], list[PodGroup
         queue("a", "root", gpu_quota=rng.randint(0, 8), weight=2),
         queue("b", "root", gpu_quota=rng.randint(0, 8), gpu_limit=rng.choice([-1, 6, 12])),
     ]
-    pods, groups = [], []
+    pods: list[Pod] = []
+    groups: list[PodGroup] = []
     for g in range(rng.randint(1, 8)):
         size = rng.randint(1, 4)
         name = f"g{g}"
@@ -129,7 +130,7 @@ def random_cluster(seed: int) -> tuple[list[object], list[object], list[PodGroup
                 pods.append(pod(f"{name}-{i}", name, portion=Fraction(rng.choice([1, 2, 3]), 4)))
             else:
                 pods.append(pod(f"{name}-{i}", name, gpus=rng.choice([1, 2, 3, 4, 6, 8])))
-    return nodes, pods, groups, queues  # type: ignore[return-value]
+    return nodes, pods, groups, queues
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -137,7 +138,7 @@ def random_cluster(seed: int) -> tuple[list[object], list[object], list[PodGroup
 @example(10_000)  # a tie that greedy's answer wins: it leaves the idle devices together
 def test_solver_answers_are_valid_and_never_worse_than_greedy_in_kais_order(seed: int) -> None:
     nodes, pods, groups, queues = random_cluster(seed)
-    snap = snapshot(nodes, pods, groups, queues)  # type: ignore[arg-type]
+    snap = snapshot(nodes, pods, groups, queues)
     solved = run_cycle(snap, FAST)
     greedy = run_cycle(snap, GREEDY)
     # What the solver itself answered, before any fallback: the validator found nothing
@@ -182,7 +183,7 @@ def test_solver_answers_are_valid_and_never_worse_than_greedy_in_kais_order(seed
 
 def test_same_snapshot_same_decisions() -> None:
     nodes, pods, groups, queues = random_cluster(7)
-    snap = snapshot(nodes, pods, groups, queues)  # type: ignore[arg-type]
+    snap = snapshot(nodes, pods, groups, queues)
     first, second = run_cycle(snap, FAST), run_cycle(snap, FAST)
     assert first.bindings == second.bindings
     assert first.groups == second.groups

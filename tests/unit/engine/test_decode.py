@@ -17,9 +17,9 @@ import pytest
 from kai.engine.cycle import run_cycle
 from kai.engine.model import EngineConfig
 from kai.engine.solver import optimize as optimize_module
-from kai.engine.solver.decode import Decoded
+from kai.engine.solver.decode import Decoded, decode
 from kai.engine.solver.model import AllocationModel
-from kai.engine.solver.solve import SolverAnswer
+from kai.engine.solver.solve import SolverAnswer, selection_of, solve
 from tests.unit.engine.builders import group, node, pod, queue, snapshot
 
 CONFIG = EngineConfig(time_limit_seconds=5, solver_workers=1)
@@ -33,12 +33,11 @@ def _record_decoded(monkeypatch: pytest.MonkeyPatch) -> list[Decoded]:
     """Record what the decoder makes of the solver's answer; decoded even where the answer
     chose as the greedy pass did (those are not decoded otherwise, see the last test)."""
     seen: list[Decoded] = []
-    real = optimize_module.decode
-    real_selection = optimize_module.selection_of
+    real = decode
     monkeypatch.setattr(
         optimize_module,
         "selection_of",
-        lambda allocation, outcome: [(v, x + 1) for v, x in real_selection(allocation, outcome)],
+        lambda allocation, outcome: [(v, x + 1) for v, x in selection_of(allocation, outcome)],
     )
 
     def recording(*args: Any, **kwargs: Any) -> Decoded:
@@ -87,10 +86,9 @@ def test_a_pod_its_class_cannot_seat_goes_to_a_node_of_another_class(
         pod("second", "gang", gpus=1, cpu=3000),
         TOO_BIG,
     ]
-    real_solve = optimize_module.solve
 
     def both_on_the_a_class(allocation: AllocationModel, *args: Any) -> SolverAnswer | None:
-        answer = real_solve(allocation, *args)
+        answer = solve(allocation, *args)
         assert answer is not None
         a_class = next(c.index for c in allocation.data.classes if "a1" in c.nodes)
         for class_index, counts in allocation.counts_of_class.items():

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from kai.engine.cycle import run_cycle
 from kai.engine.model import EngineConfig, EvictionConfig, PodGroup, Snapshot
 from kai.engine.time_rules import TimeRuleInstants, next_time_change
-from tests.unit.engine.builders import NOW, group, node, pod, queue, snapshot, told
+from tests.unit.engine.builders import NOW, group, node, pod, queue, snapshot, told, with_groups
 from tests.unit.evictions.clusters import inside_deserved_cluster
 
 SECOND = timedelta(seconds=1)
@@ -25,18 +25,10 @@ def _evicted_at(snap: Snapshot, at: datetime, config: EngineConfig) -> set[str]:
     return {eviction.group for eviction in result.evictions}
 
 
-def _with_groups(snap: Snapshot, prefix: str, **fields: object) -> Snapshot:
-    groups = tuple(
-        dataclasses.replace(g, **fields) if g.name.startswith(prefix) else g
-        for g in snap.pod_groups
-    )
-    return dataclasses.replace(snap, pod_groups=groups)
-
-
 def test_reclaim_waits_for_the_victims_min_runtime_and_no_longer() -> None:
     config = EngineConfig(evictions=EvictionConfig(reclaim_min_runtime_seconds=600.0))
     started = NOW - timedelta(minutes=4)
-    snap = _with_groups(inside_deserved_cluster(), "borrow", last_start=started)
+    snap = with_groups(inside_deserved_cluster(), "borrow", last_start=started)
     change = next_time_change(snap, config.evictions)
     assert change == started + timedelta(minutes=10)
     assert _evicted_at(snap, change - SECOND, config) == set()
@@ -46,7 +38,7 @@ def test_reclaim_waits_for_the_victims_min_runtime_and_no_longer() -> None:
 def test_a_preemption_delay_ends_when_named() -> None:
     config = EngineConfig()
     created = NOW - timedelta(minutes=1)
-    snap = _with_groups(
+    snap = with_groups(
         inside_deserved_cluster(), "claim", created=created, preemption_delay_seconds=300.0
     )
     change = next_time_change(snap, config.evictions)
@@ -71,9 +63,9 @@ def test_a_stale_gang_is_evicted_when_its_grace_ends() -> None:
 def test_nothing_timed_nothing_named() -> None:
     snap = inside_deserved_cluster()
     assert next_time_change(snap, EvictionConfig()) is None
-    disabled = _with_groups(snap, "borrow", stale_since=NOW, staleness_grace_period_seconds=-1.0)
+    disabled = with_groups(snap, "borrow", stale_since=NOW, staleness_grace_period_seconds=-1.0)
     assert next_time_change(disabled, EvictionConfig()) is None
-    started_long_ago = _with_groups(snap, "borrow", last_start=NOW - timedelta(days=1))
+    started_long_ago = with_groups(snap, "borrow", last_start=NOW - timedelta(days=1))
     config = EvictionConfig(reclaim_min_runtime_seconds=600.0)
     assert next_time_change(started_long_ago, config) is None
 

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from kai.engine.cycle import run_cycle
+from kai.engine.cycle import CycleResult, run_cycle
 from kai.engine.model import (
     EngineConfig,
     Node,
@@ -51,14 +51,17 @@ def constrained(
 
 
 def cluster(
-    nodes: list[Node], pods: list[Pod], groups: list[PodGroup], topologies=(TOPOLOGY,)
+    nodes: list[Node],
+    pods: list[Pod],
+    groups: list[PodGroup],
+    topologies: tuple[Topology, ...] = (TOPOLOGY,),
 ) -> Snapshot:
     return dataclasses.replace(
         snapshot(nodes, pods, groups, [queue("q")]), topologies=tuple(topologies)
     )
 
 
-def placed(result, prefix: str) -> dict[str, str]:
+def placed(result: CycleResult, prefix: str) -> dict[str, str]:
     return {b.pod: b.node for b in result.bindings if b.pod.startswith(f"ns/{prefix}")}
 
 

@@ -11,22 +11,13 @@ import dataclasses
 from datetime import UTC, datetime, timedelta
 
 from kai.engine.cycle import run_cycle
-from kai.engine.model import EngineConfig, Snapshot
-from tests.unit.engine.builders import NOW
+from kai.engine.model import EngineConfig
+from tests.unit.engine.builders import NOW, with_groups
 from tests.unit.evictions.clusters import inside_deserved_cluster
 
 
 def _moment(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _with_groups(cluster: Snapshot, **fields_by_prefix: dict[str, object]) -> Snapshot:
-    groups = tuple(
-        dataclasses.replace(g, **fields)
-        for g in cluster.pod_groups
-        for fields in [next((f for p, f in fields_by_prefix.items() if g.name.startswith(p)), {})]
-    )
-    return dataclasses.replace(cluster, pod_groups=groups)
 
 
 def test_a_reclaim_min_runtime_holds_off_names_the_moment_the_first_victim_may_go() -> None:
@@ -52,13 +43,12 @@ def test_a_reclaim_min_runtime_holds_off_names_the_moment_the_first_victim_may_g
 
 def test_a_gang_inside_its_preemption_delay_says_until_when_and_from_what() -> None:
     cluster = inside_deserved_cluster()
-    delayed = _with_groups(
+    delayed = with_groups(
         cluster,
-        claim={
-            "created": NOW - timedelta(hours=1),
-            "last_eviction": NOW - timedelta(seconds=60),
-            "preemption_delay_seconds": 300.0,
-        },
+        "claim",
+        created=NOW - timedelta(hours=1),
+        last_eviction=NOW - timedelta(seconds=60),
+        preemption_delay_seconds=300.0,
     )
     result = run_cycle(delayed, EngineConfig())
     assert result.evictions == ()

@@ -30,7 +30,7 @@ def test_a_solver_reporting_ten_times_the_wall_time_decides_the_same(
     assert quick.eviction_report is not None
     assert quick.eviction_report.cp_sat_answers >= 5  # several models share the budget
 
-    real_wall = cp_model.CpSolver.wall_time
+    real_wall: Any = cp_model.CpSolver.wall_time  # a property at run time, a method in the stubs
 
     def slow(self: Any) -> float:
         return float(real_wall.fget(self)) * 10 + 0.2
@@ -43,7 +43,9 @@ def test_a_solver_reporting_ten_times_the_wall_time_decides_the_same(
 
 
 @pytest.mark.parametrize("status", [cp_model.UNKNOWN, cp_model.FEASIBLE])
-def test_a_search_cut_short_costs_its_whole_limit_however_far_it_got(status: int) -> None:
+def test_a_search_cut_short_costs_its_whole_limit_however_far_it_got(
+    status: cp_model.CpSolverStatus,
+) -> None:
     """Cut by the wall clock, a model reports less deterministic time than cut by its own
     limit (none while still loading); charged as reported, that difference changed the
     budget of every later model (5,000 nodes under two CPU hogs: 42 pods evicted, not 44)."""
@@ -53,6 +55,6 @@ def test_a_search_cut_short_costs_its_whole_limit_however_far_it_got(status: int
 
 
 @pytest.mark.parametrize("status", [cp_model.OPTIMAL, cp_model.INFEASIBLE])
-def test_a_finished_search_costs_its_deterministic_time(status: int) -> None:
+def test_a_finished_search_costs_its_deterministic_time(status: cp_model.CpSolverStatus) -> None:
     assert victim_model._charged(status, 0.004, 0.02) == pytest.approx(0.008)
     assert victim_model._charged(status, 0.5, 0.02) == 0.02  # never more than its limit

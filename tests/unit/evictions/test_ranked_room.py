@@ -69,6 +69,7 @@ def test_seatings_on_a_kept_ranking_are_those_ranked_afresh(strategy: PlacementS
     for round_ in range(60):
         if round_ % 10 == 9:  # the owner frees a few pods through the ranking
             for gone in rng.sample(running, 3):
+                assert gone.node is not None
                 ranked.change(
                     gone.node, functools.partial(release, pod=gone, gpu_groups=gone.gpu_groups)
                 )

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from aiohttp import web
+from immutables import Map
 from kubernetes_asyncio.client import ApiClient, Configuration
 
 from kai.api.constants import GPU_GROUP_LABEL
@@ -316,7 +317,7 @@ def _loop(harness: Harness) -> SchedulingLoop:
 
 def _result(*bindings: Binding) -> CycleResult:
     report = SolverReport("greedy", "test", Fraction(0), Fraction(0), Fraction(0), 0)
-    return CycleResult(bindings, {}, {}, report)
+    return CycleResult(bindings, Map(), {}, report)
 
 
 def _view(pod: dict[str, Any]) -> ClusterView:

@@ -188,8 +188,8 @@ def read(expr: str) -> Reading:
             selector_at[index] = word
             reading.selectors.append((word, frozenset(matched)))
     for labels, start, end in scopes:
-        inside = frozenset(m for at, m in selector_at.items() if start < at < end)
-        reading.groupings.append((labels, inside))
+        selectors = frozenset(m for at, m in selector_at.items() if start < at < end)
+        reading.groupings.append((labels, selectors))
     return reading
 
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from kai.api.admission import gpu_sharing_injection
+from kai.api.constants import GPU_GROUP_LABEL
 from kai.api.parse import parse_pod
 from kai.operator.gpu_sharing import (
-    GPU_GROUP_LABEL,
     GPU_UUID_ANNOTATION,
     GpuSharing,
     _reservation_of,

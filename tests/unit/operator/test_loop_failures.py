@@ -12,16 +12,17 @@ import asyncio
 import contextlib
 from collections.abc import Iterable
 from fractions import Fraction
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from immutables import Map
 
 from kai.engine.cycle import Binding, CycleResult, SolverReport
 from kai.operator.binder import BindReport
 from kai.operator.loop import SchedulingLoop, _Decided
 from kai.operator.metrics import Metrics
 from kai.operator.snapshot import Assumed
+from tests.unit.operator.partial_loop import ABSENT, loop_reaching, stand_in
 
 
 class _EveryBindAccepted:
@@ -29,66 +30,51 @@ class _EveryBindAccepted:
         return BindReport(bound={b.pod: Assumed(b.node, b.gpu_groups) for b in bindings})
 
 
-class _GroupsWritten:
-    annotations: dict[str, dict[str, str]] = {}
-    stamped: frozenset[str] = frozenset()
-
-    async def finish(self, bound: Iterable[str]) -> None:
-        pass
+async def _no_writes(bound: Iterable[str]) -> None:
+    pass
 
 
-def _loop(leading: list[bool]) -> SchedulingLoop:
-    return SchedulingLoop(  # only the binder, the metrics and the leadership matter here
-        cache=None,
-        builder=None,
-        grouper=None,
-        binder=_EveryBindAccepted(),
-        sharing=SimpleNamespace(namespace="kai-resource-reservation"),
-        status=None,
-        stamps=None,
-        events=SimpleNamespace(discard=lambda: None),
-        backoff=None,
+def _loop(leading: list[bool], binder: Any = None) -> SchedulingLoop:
+    return loop_reaching(  # only the binder, the metrics and the leadership matter here
+        binder=binder or _EveryBindAccepted(),
+        sharing=stand_in(namespace="kai-resource-reservation"),
+        events=stand_in(discard=lambda: None),
         metrics=Metrics(),
-        engine=None,
-        executor=None,
         period_seconds=60.0,
-        debounce_seconds=0.0,
         is_leader=lambda: leading[-1],
-        failed_cycles_unhealthy=5,
     )
 
 
 def _decided(pods: list[str]) -> _Decided:
     bindings = tuple(Binding(pod, "node-a", Fraction(1), ()) for pod in pods)
     result = CycleResult(
-        bindings, {}, {}, SolverReport("greedy", "", Fraction(0), Fraction(0), Fraction(0), 0)
+        bindings, Map(), {}, SolverReport("greedy", "", Fraction(0), Fraction(0), Fraction(0), 0)
     )
     return _Decided(
         cycle_id="c1",
         began=0.0,
         timings={},
         failed_before=0,
-        now=None,
-        view=SimpleNamespace(pods={}, pod_groups={}),
-        plans=None,
-        overlay=None,
-        snapshot=SimpleNamespace(pods=(), pod_groups=(), changes=None),
+        now=ABSENT,
+        view=stand_in(pods={}, pod_groups={}),
+        plans=ABSENT,
+        overlay=ABSENT,
+        snapshot=stand_in(pods=(), pod_groups=(), changes=None),
         result=result,
-        grouping=_GroupsWritten(),
+        grouping=stand_in(annotations={}, stamped=frozenset(), finish=_no_writes),
         writes=contextlib.AsyncExitStack(),
     )
 
 
 async def test_a_cycle_abandoned_after_its_binds_still_records_them() -> None:
     leading = [True]
-    loop = _loop(leading)
 
     class _LeaseLostDuringBinds(_EveryBindAccepted):
         async def bind(self, bindings: Iterable[Binding], *rest: Any) -> BindReport:
             leading.append(False)  # the Lease lapses while the binds go out
             return await super().bind(bindings, *rest)
 
-    loop._binder = _LeaseLostDuringBinds()
+    loop = _loop(leading, _LeaseLostDuringBinds())
     await loop._guarded(loop._carry_out(_decided(["ns/p-0", "ns/p-1"]), earlier=()))
     assert loop.abandoned == 1  # the steps after the binds were dropped ...
     assert [summary.bound for summary in loop.recent] == [

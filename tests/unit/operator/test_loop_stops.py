@@ -27,28 +27,17 @@ from kai.kube.client import Kube
 from kai.kube.informer import Change
 from kai.operator.cache import ClusterCache
 from kai.operator.loop import SchedulingLoop
+from tests.unit.operator.partial_loop import loop_reaching
 
 
 def _loop(
     cache: ClusterCache, stop_grace_seconds: float = 10.0, debounce_seconds: float = 0.0
 ) -> SchedulingLoop:
-    return SchedulingLoop(  # only the cache, the timings and the trailing writes matter here
+    return loop_reaching(  # only the cache, the timings and the trailing writes matter here
         cache=cache,
-        builder=None,
-        grouper=None,
-        binder=None,
-        sharing=None,
-        status=None,
-        stamps=None,
-        events=None,
-        backoff=None,
-        metrics=None,
-        engine=None,
-        executor=None,
         period_seconds=3600.0,  # the waits here end by a change or a cancel, never the period
         debounce_seconds=debounce_seconds,
         is_leader=lambda: True,
-        failed_cycles_unhealthy=5,
         stop_grace_seconds=stop_grace_seconds,
     )
 
@@ -125,7 +114,11 @@ async def test_a_stop_does_not_wait_past_its_grace() -> None:
     never = asyncio.Event()
     async with ApiClient() as client, asyncio.timeout(60):
         loop = _loop(ClusterCache(Kube(client)), stop_grace_seconds=0.05)
-        trailing = asyncio.ensure_future(never.wait())
+
+        async def last_cycles_writes() -> None:
+            await never.wait()
+
+        trailing = asyncio.ensure_future(last_cycles_writes())
         loop._trailing = trailing
         running = asyncio.create_task(loop.run())
         await asyncio.sleep(0)

@@ -12,6 +12,8 @@ import dataclasses
 from datetime import UTC, datetime
 from fractions import Fraction
 
+from immutables import Map
+
 from kai.engine.cycle import Binding, CycleResult, SolverReport
 from kai.engine.evictions.decisions import GroupStamps
 from kai.grouping import PodGroupPlan
@@ -30,7 +32,7 @@ def _plan() -> PodGroupPlan:
 def _result(stamps: dict[str, GroupStamps]) -> CycleResult:
     report = SolverReport("greedy", "not-run", Fraction(1), Fraction(1), Fraction(1), 0)
     binding = Binding(pod="team/p", node="gpu-1", gpus=Fraction(1), gpu_groups=())
-    return CycleResult((binding,), {}, {}, report, stamps=stamps)
+    return CycleResult((binding,), Map(), {}, report, stamps=stamps)
 
 
 PLANS = Plans(new={"team/p": _plan()}, written={}, retrying=frozenset())

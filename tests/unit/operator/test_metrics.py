@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import random
 from fractions import Fraction
-from types import SimpleNamespace
 
 from kai.engine.decision_changes import NO_ACCOUNT, DecisionChanges
 from kai.engine.fairshare import QueueShare
@@ -14,6 +13,7 @@ from kai.engine.group_decision import GroupDecision
 from kai.engine.resources import Resources
 from kai.operator.loop import SchedulingLoop
 from kai.operator.metrics import Metrics
+from tests.unit.operator.partial_loop import loop_reaching, stand_in
 
 
 def _series(metrics: Metrics, name: str) -> list[dict[str, str]]:
@@ -136,23 +136,12 @@ def test_losing_the_lease_drops_what_the_last_cycle_saw_but_keeps_the_totals() -
 
 
 def _loop(metrics: Metrics, leading: list[bool]) -> SchedulingLoop:
-    return SchedulingLoop(  # only what `_record` reads is given
-        cache=SimpleNamespace(relists=2),
-        builder=None,
-        grouper=None,
-        binder=None,
-        sharing=None,
-        status=None,
-        stamps=None,
-        events=SimpleNamespace(dropped=0),
-        backoff=None,
+    return loop_reaching(  # only what `_record` reads is given
+        cache=stand_in(relists=2),
+        events=stand_in(dropped=0),
         metrics=metrics,
-        engine=None,
-        executor=None,
         period_seconds=1.0,
-        debounce_seconds=0.0,
         is_leader=lambda: leading[0],
-        failed_cycles_unhealthy=5,
     )
 
 

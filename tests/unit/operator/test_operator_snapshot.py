@@ -188,7 +188,7 @@ def test_update_keeps_what_users_may_have_changed() -> None:
         "spec": {"queue": "default-queue", "minMember": 4, "priorityClassName": "train"},
     }
     plan = PodGroupPlan("pg", "team", plan_manifest, {}, {})
-    existing = {
+    existing: dict[str, Any] = {
         "metadata": {"labels": {"app": "x", "kai.scheduler/queue": "moved"}},
         "spec": {
             "queue": "moved",

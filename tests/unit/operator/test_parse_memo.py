@@ -7,6 +7,7 @@ runs; these pin each rule of the contract on its own.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from kai.api.errors import ObjectRef
@@ -46,7 +47,7 @@ def _cycle(
         if key in skip:
             continue
         obj = objects[key]
-        memo.get(key, id(obj), lambda k=key: _parse(k), origin=obj if alone else None)
+        memo.get(key, id(obj), functools.partial(_parse, key), origin=obj if alone else None)
     memo.end_cycle()
     return sorted(kept), sorted(others)
 

@@ -44,7 +44,9 @@ def _queue(name: str, version: int, weight: object = 1) -> dict[str, Any]:
     }
 
 
-def _group(name: str, version: int, min_member: object, priority_class: str | None) -> dict:
+def _group(
+    name: str, version: int, min_member: object, priority_class: str | None
+) -> dict[str, Any]:
     spec: dict[str, Any] = {"queue": "q", "minMember": min_member}
     if priority_class is not None:
         spec["priorityClassName"] = priority_class

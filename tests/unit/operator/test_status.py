@@ -27,7 +27,9 @@ NOW = datetime(2026, 12, 1, tzinfo=UTC)
 GPU = "nvidia.com/gpu"
 
 
-def _queue(name: str, parent: str | None = None, status: Mapping[str, Any] | None = None) -> dict:
+def _queue(
+    name: str, parent: str | None = None, status: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     manifest: dict[str, Any] = {
         "apiVersion": "scheduling.run.ai/v2",
         "kind": "Queue",

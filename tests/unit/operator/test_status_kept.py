@@ -89,9 +89,8 @@ class _Cluster:
             self.manifests[key] = {"metadata": self.manifests[key]["metadata"]}
         if rng.random() < 0.1:
             index = rng.randrange(len(self.nodes))
-            found = self.nodes[index]
             self.nodes[index] = dataclasses.replace(
-                found, gpu_memory_mib=rng.choice((40_000, 80_000))
+                self.nodes[index], gpu_memory_mib=rng.choice((40_000, 80_000))
             )
 
     def _new_group(self) -> None:
