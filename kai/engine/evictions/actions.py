@@ -33,7 +33,11 @@ from kai.engine.evictions.minruntime import preemption_delay_end, preemption_del
 from kai.engine.evictions.next_cycle import undone_next_cycle
 from kai.engine.evictions.options import VictimOption
 from kai.engine.evictions.preemptors import Preemptor
-from kai.engine.evictions.reclaim_rules import can_reclaim, saturation_forbids_all
+from kai.engine.evictions.reclaim_rules import (
+    beyond_reclaim,
+    can_reclaim,
+    saturation_forbids_all,
+)
 from kai.engine.evictions.room import Overlay, Seat
 from kai.engine.evictions.rules import (
     consolidation_on,
@@ -412,7 +416,9 @@ def _may_trigger(state: EvictionState, action: Action, preemptor: Preemptor) -> 
     if action is Action.CONSOLIDATE:
         return refusal is None and may_consolidate(state, preemptor)
     if action is Action.RECLAIM:
-        return refusal is None and can_reclaim(state, preemptor)
+        return (refusal is None or not beyond_reclaim(state, preemptor)) and can_reclaim(
+            state, preemptor
+        )
     # Preempt may free room under the queue's own limit, so only a quota refusal stops it;
     # a limit refusal is reported first, so quota is checked on its own.
     quota_refused = refusal is not None and (

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
+from kai.engine.budget import NON_PREEMPTIBLE_OVER_QUOTA, OVER_LIMIT
 from kai.engine.evictions.decisions import GUARANTEE_DESERVED_QUOTA, MAINTAIN_FAIR_SHARE
 from kai.engine.evictions.minruntime import path_from_root
 from kai.engine.evictions.options import Evicted, Verdict, VictimOption
@@ -34,6 +35,24 @@ def can_reclaim(state: EvictionState, preemptor: Preemptor) -> bool:
     queue = state.inputs.queues[preemptor.queue]
     after_np = state.ledger.allocated_np.get(preemptor.queue, NO_RESOURCES) + preemptor.request
     return _within_deserved(after_np, share.deserved, queue_quota_unlimited(state, queue.name))
+
+
+def beyond_reclaim(state: EvictionState, preemptor: Preemptor) -> bool:
+    """Whether the request breaks a cap that no reclaim lifts: a limit of the reclaimer's own
+    queue (reclaim takes only from other queues) or quota for non-preemptible work (victims
+    are preemptible). A limit of an ancestor may be met once victims beneath it leave, so it
+    does not stop reclaim: KAI's eligibility looks at fair share alone (§8.3), and the
+    victim check (`rules.check`) holds every limit with the victims gone."""
+    group = preemptor.gang.group
+    ledger = state.ledger
+    quota = NON_PREEMPTIBLE_OVER_QUOTA
+    if ledger.check(group.queue, preemptor.request, group.preemptible, only=quota) is not None:
+        return True
+    own = ledger.ancestry(group.queue)[0]
+    return any(
+        cap.reason == OVER_LIMIT and cap.room < preemptor.request.get(cap.resource)
+        for cap in ledger.caps(own)
+    )
 
 
 def reclaim_verdict(
