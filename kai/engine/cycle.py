@@ -35,7 +35,7 @@ from kai.engine.evictions.state import EvictionInputs, SnapshotIndex
 from kai.engine.explain import PendingExplainer, explain_incomplete
 from kai.engine.fairshare import QueueShare, compute_fair_shares
 from kai.engine.fragmentation import Fragmentation
-from kai.engine.gangs import GangRequest, build_gang_requests, pod_resources
+from kai.engine.gangs import GangRequest, build_gang_requests, left_to_place, pod_resources
 from kai.engine.greedy import (
     AllocationOutcome,
     KaiOrder,
@@ -227,9 +227,9 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
             budget,
             placed,
             [
-                request
+                left
                 for request in (*placeable, *refused)
-                if not any(pod.key in placed for pod in (*request.core, *request.elastic))
+                if (left := left_to_place(request, placed)) is not None
             ],
             eligible_for,
             memory_mib,

@@ -9,7 +9,8 @@ then name).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import dataclasses
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -52,6 +53,19 @@ class GangRequest:
                 summed.add(pod_resources(pod, gpu_memory_mib))
             total = self._core[gpu_memory_mib] = summed.total()
         return total
+
+
+def left_to_place(request: GangRequest, placed: Container[str]) -> GangRequest | None:
+    """What of `request` still waits once the pods in `placed` are placed: all of it if
+    none is; once its core is, the elastic pods left over, asked as of a gang that runs at
+    its minimum (KAI's reclaim and preempt take the pending tasks of a job that allocate
+    placed in part, in the same cycle, kai-semantics §8); nothing once every pod is."""
+    if not any(pod.key in placed for pod in (*request.core, *request.elastic)):
+        return request
+    left = tuple(pod for pod in request.elastic if pod.key not in placed)
+    if not left:
+        return None
+    return dataclasses.replace(request, core=(), elastic=left, growth=False)
 
 
 def pod_resources(pod: Pod, gpu_memory_mib: int) -> Resources:

@@ -14,7 +14,7 @@ finds is a bug in the engine: the cycle falls back to a checked answer and tests
 from __future__ import annotations
 
 import dataclasses
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -411,6 +411,10 @@ class EvictionAudit:
         self._shares: dict[str, Entitlement] = entitlements(snapshot)
         self._share_problems = [] if shares is None else _disagreements(self._shares, shares)
         self._bound = {binding.pod for binding in bindings}
+        # A gang the allocation placed in part this cycle may wait for room for the rest.
+        self._bound_per_group = Counter(
+            self._pods[key].group for key in self._bound if key in self._pods
+        )
         self._gone: set[str] = set()
         self._waiting: set[str] = set()
         self._held: dict[str, list[Fraction]] = defaultdict(lambda: [Fraction(0)] * 3)
@@ -525,7 +529,7 @@ class EvictionAudit:
         if decision.action is Action.CONSOLIDATE:
             moved = {record.pod for record in decision.pipelined}
             problems += [f"pod {key} is killed, not moved" for key in sorted(evicted - moved)]
-        running = len(self._running[group.key] - self._gone)
+        running = len(self._running[group.key] - self._gone) + self._bound_per_group[group.key]
         if own == 0 or running + own < group.min_member:
             problems.append(f"{own} pods pipelined would leave the gang below minMember")
         if decision.action is not None and _delayed(group, self._now):

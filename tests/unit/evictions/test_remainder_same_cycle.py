@@ -1,0 +1,38 @@
+"""A gang the allocation placed in part looks for room for the rest in the same cycle.
+
+KAI's reclaim and preempt take every job that still has pending tasks after allocate,
+so an elastic gang whose core allocate placed may reclaim for its next pod at once
+(KAI's "Reclaim only over quota task from elastic Job"). kai waited a cycle. The
+audit then judged such a gang by its running pods alone, not those bound this cycle,
+and refused every decision for a gang of minMember 2 or more.
+"""
+
+from __future__ import annotations
+
+from kai.engine.cycle import CycleResult, run_cycle
+from kai.engine.model import EngineConfig
+from tests.unit.engine.builders import group, node, pod, queue, snapshot
+
+
+def _cycle(min_member: int) -> CycleResult:
+    """A node of 2 + `min_member` GPUs. owner (quota 1, no share of the rest) runs an elastic
+    gang of two 1-GPU pods; claimant (quota 3) waits for a gang of `min_member` + 1 pods of
+    1 GPU each: the core fits on the idle GPUs, the last pod only on one of owner's."""
+    holder, claim = group("holder", "owner"), group("claim", "claimant", min_member=min_member)
+    pods = [pod(f"holder-{i}", "holder", 1, cpu=0, memory=0, node_name="n0") for i in range(2)]
+    pods += [pod(f"claim-{i}", "claim", 1, cpu=0, memory=0) for i in range(min_member + 1)]
+    queues = [queue("owner", gpu_quota=1, weight=0), queue("claimant", gpu_quota=3)]
+    snap = snapshot([node("n0", gpus=2 + min_member)], pods, [holder, claim], queues)
+    return run_cycle(snap, EngineConfig(time_limit_seconds=0))
+
+
+def test_the_pod_left_after_the_core_reclaims_in_the_same_cycle() -> None:
+    for min_member in (1, 2):
+        result = _cycle(min_member)
+        bound = {binding.pod for binding in result.bindings}
+        assert len(bound) == min_member and bound <= {f"ns/claim-{i}" for i in range(3)}
+        assert [e.group for e in result.evictions] == ["ns/holder"]
+        (waiting,) = result.pipelined
+        assert waiting.pod.startswith("ns/claim-") and waiting.pod not in bound
+        assert result.eviction_report is not None
+        assert result.eviction_report.validator_violations == 0
