@@ -8,8 +8,9 @@ of other schedulers raise most.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from kai.engine.budget import QueueBudget, Refusal, describe_amount
 from kai.engine.capacity import NodeCapacity
@@ -76,17 +77,37 @@ class PendingExplainer:
         if self._free_gpus is None:
             self._free_gpus = sum(cap.whole_gpus for cap in self._after().values())
         free_gpus = self._free_gpus
+        alone = len(gang.core) == 1
         shortage = (
             f"only {free_gpus} whole GPUs are free"
             if free_gpus < request.gpu
+            else f"{free_gpus} whole GPUs are free but no node fits it"
+            if alone
             else f"{free_gpus} whole GPUs are free but no set of nodes fits all "
             f"{len(gang.core)} pods"
         )
+        asking = (
+            f"pod {gang.core[0].key} needs" if alone else f"gang of {len(gang.core)} pods needs"
+        )
         return Refusal(
             UNSCHEDULABLE,
-            f"gang of {len(gang.core)} pods needs {describe_amount('gpu', request.gpu)} and "
-            f"{request.cpu}m cpu together; it would fit the cluster as it was, but after this "
-            f"cycle's placements of gangs ahead of it in queue order {shortage}",
+            f"{asking} {describe_amount('gpu', request.gpu)} and {request.cpu}m cpu"
+            f"{'' if alone else ' together'}; it would fit the cluster as it was, but after "
+            f"this cycle's placements ahead of it in queue order {shortage}",
+        )
+
+    def explain_waiting(self, gang: GangRequest, left: Sequence[Pod]) -> Refusal:
+        """Why pods still wait in a gang that runs, or is placed, at its minimum: an extra
+        sub-group not placed, explained whole, else the first elastic pod left (KAI records
+        such a job's pending pods as unschedulable, as it does a job's below its minimum)."""
+        waiting = {pod.key for pod in left}
+        core = tuple(pod for pod in gang.core if pod.key in waiting)
+        refusal = self.explain(
+            dataclasses.replace(gang, core=core or (left[0],), elastic=(), growth=False)
+        )
+        return Refusal(
+            refusal.reason,
+            f"the gang runs; {len(left)} pod(s) beyond its minimum wait: {refusal.message}",
         )
 
     def _node_rejections(self, pod: Pod) -> str | None:

@@ -40,8 +40,8 @@ time. A gang spread over several controllers may be split, and then waits
 whole (the engine never binds a gang below its minimum; the group's reason
 says pods are missing) until the next cycle groups its other pods.
 
-While a burst lasts, a cycle writes the status of the groups it could not
-schedule (their reasons) but not of those it scheduled: that would be one more
+While a burst lasts, a cycle writes the status of the groups that wait, whole or
+in part (their reasons), but not of those it scheduled whole: that would be one more
 write per pod on the API server the binds are waiting for. The cycle after the
 burst writes them, as every cycle compares every group's status with the
 cluster's.
@@ -103,8 +103,8 @@ def _controller(item: Waiting) -> str:
 def statuses_to_write(
     decisions: Mapping[str, GroupDecision], burst_continues: bool
 ) -> Mapping[str, GroupDecision]:
-    """The decisions whose PodGroup status this cycle writes: the unscheduled only while a
-    burst continues (see above), all of them otherwise."""
+    """The decisions whose PodGroup status this cycle writes: while a burst continues (see
+    above) only those with a reason (the group or some of its pods wait), all otherwise."""
     if not burst_continues:
         return decisions
-    return {key: decision for key, decision in decisions.items() if not decision.scheduled}
+    return {key: decision for key, decision in decisions.items() if decision.reason}

@@ -26,8 +26,9 @@ KAI's queue controller writes no Queue conditions (the API declares `Orphan` and
 another writer set: a status write is a merge patch of kai's own fields.
 
 PodGroup status also carries the engine's decision: an `UnschedulableOnNodePool`
-scheduling condition with the reason and message while the group waits, none once
-it is scheduled; its `nodePool` names the shard that decided (`default` for the shard
+scheduling condition with the reason and message while the group waits, or while pods
+beyond the minimum of a group that runs wait (as KAI records a job's pending pods), none
+once all are scheduled; its `nodePool` names the shard that decided (`default` for the shard
 of unlabelled objects, as KAI). A status equal to what the cache shows is not sent; a changed
 unschedulable reason also raises an `Unschedulable` event on the group and its
 pending pods. A pass told which decisions the engine made anew since the decisions the
@@ -267,7 +268,7 @@ class StatusWriter:
 def _scheduling_conditions(
     current: Mapping[str, Any], decision: GroupDecision, now: datetime, node_pool: str
 ) -> list[dict[str, Any]]:
-    if decision.scheduled or not decision.reason:
+    if not decision.reason:  # a group that runs has one while pods beyond its minimum wait
         return []
     reasons = [{"reason": decision.reason, "message": decision.message}]
     previous = current.get("schedulingConditions") or []

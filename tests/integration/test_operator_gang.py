@@ -106,3 +106,62 @@ async def test_job_gang_binds_together_once_it_fits(
             await wait_for("a Scheduled event on the pod", scheduled_event)
     finally:
         await delete_queue(api, queue)
+
+
+async def test_pods_beyond_a_running_gangs_minimum_say_why_they_wait(
+    api: client.ApiClient, namespace: str, gpu_nodes: NodeFactory, control_plane: ClusterAccess
+) -> None:
+    """As KAI records a job's pending pods, so a group that runs with pods left over carries a
+    scheduling condition, and its waiting pods an Unschedulable event, until they are bound."""
+    queue = unique("elastic")
+    await create_queue(api, queue)
+    node_names = [unique("gpu") for _ in range(4)]
+    for name in node_names[:2]:
+        await gpu_nodes(GpuNode(name=name, gpus=2, gpu_memory_mib=40960))
+    try:
+        config = operator_config(control_plane.kubeconfig, namespace)
+        async with running_operator(config):
+            job = gpu_job("grow", queue, parallelism=4, gpus=2, min_member=2)
+            await client.BatchV1Api(api).create_namespaced_job(namespace, job)
+
+            async def two_bound_and_told() -> bool:
+                groups = await list_pod_groups(api, namespace)
+                conditions = [
+                    c
+                    for g in groups
+                    for c in (g.get("status") or {}).get("schedulingConditions") or []
+                ]
+                return len(await bound_pods(api, namespace)) == 2 and bool(conditions)
+
+            await wait_for("two pods bound and the group told why two wait", two_bound_and_told)
+            (group,) = await list_pod_groups(api, namespace)
+            (reason,) = group["status"]["schedulingConditions"][0]["reasons"]
+            assert reason["reason"] == "Unschedulable"
+            assert "the gang runs; 2 pod(s) beyond its minimum wait" in reason["message"]
+            # Said by the cycle that bound the two (no GPU left after them) or by a later one
+            # (each node full): either way with the numbers.
+            assert any(
+                said in reason["message"]
+                for said in ("only 0 whole GPUs are free", "insufficient GPUs (needs 2, free 0)")
+            )
+            bound = await bound_pods(api, namespace)
+            waiting = [p for p in await pods_in(api, namespace) if p.metadata.name not in bound]
+            assert len(waiting) == 2
+
+            async def waiting_pod_told() -> bool:
+                events = await events_for(api, namespace, waiting[0].metadata.name)
+                return any(e.reason == "Unschedulable" for e in events)
+
+            await wait_for("an Unschedulable event on a waiting pod", waiting_pod_told)
+
+            for name in node_names[2:]:
+                await gpu_nodes(GpuNode(name=name, gpus=2, gpu_memory_mib=40960))
+
+            async def all_bound_and_cleared() -> bool:
+                groups = await list_pod_groups(api, namespace)
+                conditions = (groups[0].get("status") or {}).get("schedulingConditions")
+                return len(await bound_pods(api, namespace)) == 4 and conditions == []
+
+            await wait_for("all four bound and the condition cleared", all_bound_and_cleared)
+    finally:
+        await delete_queue(api, queue)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kai.operator.burst import cycle_bound, first_in_line
+from kai.engine.group_decision import GroupDecision
+from kai.operator.burst import cycle_bound, first_in_line, statuses_to_write
 from kai.operator.config import BURST_GROWTH
 
 
@@ -72,3 +73,13 @@ def test_a_burst_takes_few_pods_first_then_its_growth_each_later_cycle() -> None
 def test_no_bound_stays_no_bound_however_long_the_burst() -> None:
     assert cycle_bound(0, 0) == 0
     assert cycle_bound(0, 5) == 0
+
+
+def test_a_burst_writes_the_status_of_groups_that_wait_whole_or_in_part_only() -> None:
+    decisions = {
+        "ns/done": GroupDecision("ns/done", "q", True, None, ""),
+        "ns/part": GroupDecision("ns/part", "q", True, "Unschedulable", "the gang runs; ..."),
+        "ns/none": GroupDecision("ns/none", "q", False, "OverLimit", "queue q: limit ..."),
+    }
+    assert set(statuses_to_write(decisions, burst_continues=True)) == {"ns/part", "ns/none"}
+    assert statuses_to_write(decisions, burst_continues=False) == decisions
