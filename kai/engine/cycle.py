@@ -330,7 +330,7 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
         decisions[key] = GroupDecision(key, groups[key].queue, False, PIPELINED, message)
     for key, why in outcome.held_back.items():
         pending = decisions.get(key)
-        if pending is not None and not pending.scheduled and pending.reason != PIPELINED:
+        if pending is not None and pending.reason not in (None, PIPELINED):
             decisions[key] = dataclasses.replace(pending, message=f"{pending.message}; {why}")
     decided = decisions.finish()
     return CycleResult(
