@@ -561,6 +561,7 @@ def _at_most(smaller: Size, larger: Size) -> bool:
 
 
 def _waiting_messages(state: EvictionState) -> dict[str, str]:
+    whole = {gang.key for gang in state.inputs.unplaced if gang.core}
     messages: dict[str, str] = {}
     for decision in state.decisions:
         if decision.preemptor is None:
@@ -575,8 +576,10 @@ def _waiting_messages(state: EvictionState) -> dict[str, str]:
             nodes = {record.node for record in seats}
             leaving = sum(1 for eviction in state.evicted.values() if eviction.node in nodes)
             reason = f"{leaving} pods evicted for other gangs are still leaving its nodes"
-        pods = len(seats)
-        messages[decision.preemptor] = (
-            f"{pods} pods pipelined: {reason}; the gang binds as a whole once they have left"
+        then = (
+            "the gang binds as a whole once they have left"
+            if decision.preemptor in whole
+            else "the pods bind once they have left"  # a gang that runs grows
         )
+        messages[decision.preemptor] = f"{len(seats)} pods pipelined: {reason}; {then}"
     return messages

@@ -46,6 +46,10 @@ def test_a_department_limit_is_lifted_by_reclaiming_from_a_sibling_project() -> 
     assert len(result.evictions) == 2
     assert {e.group for e in result.evictions} <= {f"ns/a2-{i}" for i in range(4)}
     assert {p.pod for p in result.pipelined} == {"ns/claim-0", "ns/claim-1"}
+    assert result.groups["ns/claim"].message == (
+        "2 pods pipelined: 2 pods evicted by reclaim are still leaving; "
+        "the gang binds as a whole once they have left"
+    )
 
 
 def test_a_limit_of_the_reclaimers_own_queue_stops_reclaim() -> None:

@@ -42,6 +42,10 @@ def test_the_pod_left_after_the_core_reclaims_in_the_same_cycle() -> None:
         assert waiting.pod.startswith("ns/claim-") and waiting.pod not in bound
         assert result.eviction_report is not None
         assert result.eviction_report.validator_violations == 0
+        assert result.groups["ns/claim"].message == (
+            "1 pods pipelined: 1 pods evicted by reclaim are still leaving; "
+            "the pods bind once they have left"
+        )
 
 
 def test_the_pod_left_names_the_preemption_delay_that_holds_it_back() -> None:
