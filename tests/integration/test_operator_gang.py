@@ -27,14 +27,18 @@ from kai.testing.controlplane import ClusterAccess
 from kai.testing.fakes import GpuNode, NodeFactory
 
 
+async def _two_gpu_nodes(gpu_nodes: NodeFactory, names: list[str]) -> None:
+    for name in names:
+        await gpu_nodes(GpuNode(name=name, gpus=2, gpu_memory_mib=40960))
+
+
 async def test_job_gang_binds_together_once_it_fits(
     api: client.ApiClient, namespace: str, gpu_nodes: NodeFactory, control_plane: ClusterAccess
 ) -> None:
     queue = unique("train")
     await create_queue(api, queue)
     node_names = [unique("gpu") for _ in range(4)]
-    for name in node_names[:3]:
-        await gpu_nodes(GpuNode(name=name, gpus=2, gpu_memory_mib=40960))
+    await _two_gpu_nodes(gpu_nodes, node_names[:3])
     try:
         config = operator_config(control_plane.kubeconfig, namespace)
         async with running_operator(config) as (operator, _):
@@ -70,7 +74,7 @@ async def test_job_gang_binds_together_once_it_fits(
             events = await events_for(api, namespace, pods[0].metadata.name)
             assert any(e.reason == "Unschedulable" for e in events)
 
-            await gpu_nodes(GpuNode(name=node_names[3], gpus=2, gpu_memory_mib=40960))
+            await _two_gpu_nodes(gpu_nodes, node_names[3:])
 
             async def all_bound() -> bool:
                 return len(await bound_pods(api, namespace)) == 4
@@ -116,8 +120,7 @@ async def test_pods_beyond_a_running_gangs_minimum_say_why_they_wait(
     queue = unique("elastic")
     await create_queue(api, queue)
     node_names = [unique("gpu") for _ in range(4)]
-    for name in node_names[:2]:
-        await gpu_nodes(GpuNode(name=name, gpus=2, gpu_memory_mib=40960))
+    await _two_gpu_nodes(gpu_nodes, node_names[:2])
     try:
         config = operator_config(control_plane.kubeconfig, namespace)
         async with running_operator(config):
@@ -154,8 +157,7 @@ async def test_pods_beyond_a_running_gangs_minimum_say_why_they_wait(
 
             await wait_for("an Unschedulable event on a waiting pod", waiting_pod_told)
 
-            for name in node_names[2:]:
-                await gpu_nodes(GpuNode(name=name, gpus=2, gpu_memory_mib=40960))
+            await _two_gpu_nodes(gpu_nodes, node_names[2:])
 
             async def all_bound_and_cleared() -> bool:
                 groups = await list_pod_groups(api, namespace)
