@@ -383,15 +383,14 @@ def _bindings_and_reasons(
     placed = chosen.placements
     for request in placeable:
         if request.key in admitted or not request.core or request.growth:
+            decision = GroupDecision(request.key, request.group.queue, True, None, "")
             left = [pod for pod in (*request.core, *request.elastic) if pod.key not in placed]
-            waiting = explainer.explain_waiting(request, left) if left else None
-            decisions[request.key] = GroupDecision(
-                request.key,
-                request.group.queue,
-                True,
-                waiting.reason if waiting else None,
-                waiting.message if waiting else "",
-            )
+            if left:  # it runs, and some of its pods still wait: they say why
+                waiting = explainer.explain_waiting(request, left)
+                decision = dataclasses.replace(
+                    decision, reason=waiting.reason, message=waiting.message
+                )
+            decisions[request.key] = decision
         else:
             refusal = explainer.explain(request, known=chosen.refusals.get(request.key))
             decisions[request.key] = _pending(request.group, refusal)

@@ -77,23 +77,22 @@ class PendingExplainer:
         if self._free_gpus is None:
             self._free_gpus = sum(cap.whole_gpus for cap in self._after().values())
         free_gpus = self._free_gpus
-        alone = len(gang.core) == 1
+        if len(gang.core) == 1:
+            asking, together, fitting = f"pod {gang.core[0].key}", "", "no node fits it"
+        else:
+            pods = len(gang.core)
+            asking, together = f"gang of {pods} pods", " together"
+            fitting = f"no set of nodes fits all {pods} pods"
         shortage = (
             f"only {free_gpus} whole GPUs are free"
             if free_gpus < request.gpu
-            else f"{free_gpus} whole GPUs are free but no node fits it"
-            if alone
-            else f"{free_gpus} whole GPUs are free but no set of nodes fits all "
-            f"{len(gang.core)} pods"
-        )
-        asking = (
-            f"pod {gang.core[0].key} needs" if alone else f"gang of {len(gang.core)} pods needs"
+            else f"{free_gpus} whole GPUs are free but {fitting}"
         )
         return Refusal(
             UNSCHEDULABLE,
-            f"{asking} {describe_amount('gpu', request.gpu)} and {request.cpu}m cpu"
-            f"{'' if alone else ' together'}; it would fit the cluster as it was, but after "
-            f"this cycle's placements ahead of it in queue order {shortage}",
+            f"{asking} needs {describe_amount('gpu', request.gpu)} and {request.cpu}m cpu"
+            f"{together}; it would fit the cluster as it was, but after this cycle's "
+            f"placements ahead of it in queue order {shortage}",
         )
 
     def explain_waiting(self, gang: GangRequest, left: Sequence[Pod]) -> Refusal:
