@@ -78,6 +78,9 @@ async def running_webhook(
         await wait_for(
             "kai webhook's liveness probe", lambda: _live(webhook), timeout=90, every=0.2
         )
+        # The probe answers once the process runs, which can be before the webhook's own
+        # server listens: a call then fails "connection refused" (seen on a loaded machine).
+        await wait_for("kai webhook's port", lambda: _listening(webhook), timeout=90, every=0.2)
         yield webhook
     finally:
         webhook.stop()
@@ -87,6 +90,18 @@ async def _live(webhook: Webhook) -> bool:
     if webhook.child.exit_code() is not None:
         raise AssertionError(f"kai webhook exited:\n{webhook.child.log_tail()}")
     return await http_status(f"http://127.0.0.1:{webhook.liveness_port}/healthz") == 200
+
+
+async def _listening(webhook: Webhook) -> bool:
+    if webhook.child.exit_code() is not None:
+        raise AssertionError(f"kai webhook exited:\n{webhook.child.log_tail()}")
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", webhook.port)
+    except OSError:
+        return False
+    writer.close()
+    await writer.wait_closed()
+    return True
 
 
 async def http_status(url: str) -> int | None:

@@ -320,7 +320,8 @@ async def test_the_image_serves_admission_as_non_root_on_a_read_only_root(
                 orphan = _queue(unique("orphan"), parentQueue=unique("missing"))
 
                 async def refused() -> bool:  # the configurations take effect within a moment
-                    return await refusal(lambda: _create(api, orphan, dry_run=True)) is not None
+                    said = await refusal(lambda: _create(api, orphan, dry_run=True))
+                    return said is not None and "denied the request" in said  # by the webhook
 
                 await wait_for("the webhook configurations to take effect", refused, 60)
                 message = await refusal(lambda: _create(api, orphan))

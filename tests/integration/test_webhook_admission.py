@@ -83,11 +83,13 @@ async def admitting(
 
 async def _wait_active(api: client.ApiClient) -> None:
     """The API server picks new webhook configurations up within a moment: wait until a dry
-    run of a bad Queue is refused (a dry run leaves nothing behind when it is not)."""
+    run of a bad Queue is denied by the webhook itself (a dry run leaves nothing behind when
+    it is not; a failure to call the webhook is not its answer)."""
     bad = _queue(unique("probe"), resources=_resources(), parentQueue=unique("missing"))
 
     async def refused() -> bool:
-        return await refusal(lambda: _create_queue(api, bad, dry_run=True)) is not None
+        said = await refusal(lambda: _create_queue(api, bad, dry_run=True))
+        return said is not None and "denied the request" in said
 
     await wait_for("the webhook configurations to take effect", refused, timeout=60)
 
