@@ -12,7 +12,7 @@ when it keeps that answer. Nothing here reads a clock or does I/O: the live oper
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING
@@ -26,12 +26,14 @@ from kai.engine.collector import collection_paused
 from kai.engine.decision_changes import NO_ACCOUNT, DecisionChanges
 from kai.engine.evictions.actions import (
     PIPELINED,
+    EvictionOutcome,
     EvictionReport,
     EvictionsUnderway,
     run_evictions,
 )
 from kai.engine.evictions.decisions import Eviction, GroupStamps, PipelinedPod
 from kai.engine.evictions.state import EvictionInputs, SnapshotIndex
+from kai.engine.evictions.taken_back import taken_back_decisions
 from kai.engine.explain import PendingExplainer, explain_incomplete
 from kai.engine.fairshare import QueueShare, compute_fair_shares
 from kai.engine.fragmentation import Fragmentation
@@ -49,7 +51,9 @@ from kai.engine.model import (
     EngineConfig,
     Node,
     PlacementStrategy,
+    Pod,
     PodGroup,
+    PodPhase,
     Snapshot,
 )
 from kai.engine.object_index import ObjectIndex
@@ -120,6 +124,8 @@ class CycleResult:
     accepted: tuple[bool, ...] = ()
     changes: DecisionChanges = NO_ACCOUNT
     """Which of `groups` may differ from the last cycle's on the same memo."""
+    taken_back: tuple[Eviction, ...] = ()
+    """Pods the allocation placed that preempt took back before they bound."""
 
 
 def preload_solver() -> None:
@@ -318,9 +324,15 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
         if ahead is not None:
             ahead.stop()
 
+    taken = {record.pod for record in outcome.taken_back}
+    if taken:
+        bindings = tuple(binding for binding in bindings if binding.pod not in taken)
+        told = {record.group: decisions[record.group] for record in outcome.taken_back}
+        held = _still_held(facts.pods_of, chosen.placements, outcome)
+        decisions.update(taken_back_decisions(outcome.taken_back, told, held))
     future_problems = validate_after_evictions(
         snapshot,
-        _proposed(chosen),
+        [binding for binding in _proposed(chosen) if binding.pod not in taken],
         [eviction.pod for eviction in outcome.evictions],
         [ProposedBinding(p.pod, p.node, p.gpu_groups) for p in outcome.pipelined],
     )
@@ -351,6 +363,7 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
                 *(item.group for item in snapshot.set_aside),
             ],
         ),
+        outcome.taken_back,
     )
 
 
@@ -486,6 +499,27 @@ def _lone_pod(placeable: list[GangRequest]) -> bool:
     most cycles see one new pod beside thousands running, building it was most of the cycle.
     """
     return sum(len(request.core) + len(request.elastic) for request in placeable) == 1
+
+
+def _still_held(
+    pods_of: Mapping[str, Collection[Pod]],
+    placements: Mapping[str, PodPlacement],
+    outcome: EvictionOutcome,
+) -> dict[str, int]:
+    """For each gang that lost pods placed this cycle: the pods it runs or binds after it."""
+    gone = {record.pod for record in (*outcome.evictions, *outcome.taken_back)}
+    held = {
+        record.group: sum(
+            1
+            for pod in pods_of.get(record.group, ())
+            if pod.phase is PodPhase.BOUND and pod.key not in gone
+        )
+        for record in outcome.taken_back
+    }
+    for key, placement in placements.items():
+        if placement.pod.group in held and key not in gone:
+            held[placement.pod.group] += 1
+    return held
 
 
 def _pending(group: PodGroup, refusal: Refusal) -> GroupDecision:

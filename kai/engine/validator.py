@@ -14,7 +14,7 @@ finds is a bug in the engine: the cycle falls back to a checked answer and tests
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -353,6 +353,9 @@ _RULES_BY_ACTION = {
     "consolidate": ("Moved",),
     "stale-gang": ("StaleGracePeriodExpired",),
 }
+_TAKES_BACK = (Action.PREEMPT,)
+"""The action that may take a pod bound this cycle before it binds (`kai.engine.evictions.gangs`
+says why only preempt)."""
 Amount = tuple[Fraction, Fraction, Fraction]  # gpu, cpu, memory
 
 
@@ -410,11 +413,9 @@ class EvictionAudit:
         self._pending_memory = pending_device_memory(snapshot)
         self._shares: dict[str, Entitlement] = entitlements(snapshot)
         self._share_problems = [] if shares is None else _disagreements(self._shares, shares)
-        self._bound = {binding.pod for binding in bindings}
-        # A gang the allocation placed in part this cycle may wait for room for the rest.
-        self._bound_per_group = Counter(
-            self._pods[key].group for key in self._bound if key in self._pods
-        )
+        # Pods bound this cycle count as their gang's running pods: a gang placed in part
+        # may wait for room for the rest, and preempt may take them back.
+        self._bound = {binding.pod: binding.node for binding in bindings}
         self._gone: set[str] = set()
         self._waiting: set[str] = set()
         self._held: dict[str, list[Fraction]] = defaultdict(lambda: [Fraction(0)] * 3)
@@ -424,14 +425,15 @@ class EvictionAudit:
         # Each group's amounts are summed once (whole ones as ints), then counted up the tree.
         per_group: dict[str, tuple[list[Fraction], ...]] = defaultdict(lambda: ([], [], []))
         placed_on = [(pod, pod.node) for pod in snapshot.pods if pod.phase is PodPhase.BOUND]
-        placed_on += [(self._pods[b.pod], b.node) for b in bindings if b.pod in self._pods]
+        placed_on += [
+            (self._pods[key], node) for key, node in self._bound.items() if key in self._pods
+        ]
         for pod in snapshot.pods:
             if pod.scheduler_is_ours:
                 self._members[pod.group].append(pod)
         for pod, node in placed_on:
             if pod.scheduler_is_ours and pod.group in self._groups:
-                if pod.phase is PodPhase.BOUND:
-                    self._running[pod.group].add(pod.key)
+                self._running[pod.group].add(pod.key)
                 for column, value in zip(
                     per_group[pod.group], self._amount(pod, node), strict=True
                 ):
@@ -461,7 +463,7 @@ class EvictionAudit:
             self._gone.add(eviction.pod)
             if eviction.pod not in moved:
                 pod = self._pods[eviction.pod]
-                self._count(pod.group, self._amount(pod, pod.node), -1)
+                self._count(pod.group, self._amount(pod, self._node_of(pod)), -1)
         for record in decision.pipelined:
             pod = self._pods[record.pod]
             if pod.key not in self._gone:
@@ -474,10 +476,14 @@ class EvictionAudit:
         allowed = _RULES_BY_ACTION.get(decision.action.value if decision.action else "", ())
         for eviction in decision.evictions:
             pod = self._pods.get(eviction.pod)
-            if pod is None or pod.group != eviction.group or pod.node != eviction.node:
+            if pod is None or pod.group != eviction.group or self._node_of(pod) != eviction.node:
                 problems.append(f"evicted pod {eviction.pod} is not on {eviction.node}")
-            elif pod.phase is not PodPhase.BOUND or eviction.pod in self._gone:
+            elif eviction.pod in self._gone or not (
+                pod.phase is PodPhase.BOUND or pod.key in self._bound
+            ):
                 problems.append(f"evicted pod {eviction.pod} is not running")
+            elif pod.key in self._bound and decision.action not in _TAKES_BACK:
+                problems.append(f"{eviction.pod}, placed this cycle, may not be taken back")
             if eviction.action is not decision.action or eviction.rule not in allowed:
                 problems.append(f"eviction of {eviction.pod} names {eviction.rule}")
         moved = {record.pod for record in decision.pipelined}
@@ -520,7 +526,11 @@ class EvictionAudit:
                 problems.append(f"pipelined pod {record.pod} does not exist")
             elif pod.group == group.key:
                 own += 1
-                if pod.phase is not PodPhase.PENDING or pod.key in self._bound | self._waiting:
+                if (
+                    pod.phase is not PodPhase.PENDING
+                    or pod.key in self._bound
+                    or pod.key in self._waiting
+                ):
                     problems.append(f"pipelined pod {pod.key} is not pending")
             elif decision.action is not Action.CONSOLIDATE or pod.key not in evicted:
                 problems.append(f"pipelined pod {pod.key} belongs to neither side")
@@ -529,7 +539,7 @@ class EvictionAudit:
         if decision.action is Action.CONSOLIDATE:
             moved = {record.pod for record in decision.pipelined}
             problems += [f"pod {key} is killed, not moved" for key in sorted(evicted - moved)]
-        running = len(self._running[group.key] - self._gone) + self._bound_per_group[group.key]
+        running = len(self._running[group.key] - self._gone)
         if own == 0 or running + own < group.min_member:
             problems.append(f"{own} pods pipelined would leave the gang below minMember")
         if decision.action is not None and _delayed(group, self._now):
@@ -637,11 +647,14 @@ class EvictionAudit:
             key=lambda p: (-p.task_priority, p.created or _EPOCH, p.key),
         )
         if len(evicted) < len(pods):
-            return [self._amount(self._pods[key], self._pods[key].node) for key in sorted(evicted)]
+            return [
+                self._amount(self._pods[key], self._node_of(self._pods[key]))
+                for key in sorted(evicted)
+            ]
         core, surplus = pods[: group.min_member], pods[group.min_member :]
-        amounts = [self._amount(pod, pod.node) for pod in surplus]
+        amounts = [self._amount(pod, self._node_of(pod)) for pod in surplus]
         if core:
-            amounts.append(_sum(self._amount(pod, pod.node) for pod in core))
+            amounts.append(_sum(self._amount(pod, self._node_of(pod)) for pod in core))
         return amounts
 
     def _some_chunk_can_go_last(
@@ -684,7 +697,7 @@ class EvictionAudit:
             positive = {
                 i
                 for pod in evicted
-                for i, v in enumerate(self._amount(self._pods[pod], self._pods[pod].node))
+                for i, v in enumerate(self._amount(self._pods[pod], self._node_of(self._pods[pod])))
                 if v > 0
             }
             for name in _ancestry(self._queues, self._groups[key].queue):
@@ -734,11 +747,12 @@ class EvictionAudit:
                 pod.key
                 for pod in members
                 if pod.phase in (PodPhase.BOUND, PodPhase.RELEASING)
-                or pod.key in self._bound | self._waiting
+                or pod.key in self._bound
+                or pod.key in self._waiting
             }
             if self._keeps_minimum(group, used):
                 problems.append(f"PodGroup {key} is not below its minimum")
-            if evicted != self._running[key] - self._gone:
+            if evicted != self._running[key] - self._gone - self._bound.keys():
                 problems.append(f"PodGroup {key} is not evicted whole")
             grace = group.staleness_grace_period_seconds
             grace = self._config.evictions.staleness_grace_seconds if grace is None else grace
@@ -748,6 +762,10 @@ class EvictionAudit:
         return problems
 
     # -- helpers ------------------------------------------------------------------------
+    def _node_of(self, pod: Pod) -> str | None:
+        """Where the pod runs, or was bound this cycle."""
+        return self._bound.get(pod.key, pod.node)
+
     def _amount(self, pod: Pod, node: str | None) -> Amount:
         memory = self._node_memory.get(node or "", self._pending_memory)
         gpus = pod.gpu.gpus_on(memory) if pod.gpu.is_fractional else Fraction(pod.gpu.whole)
@@ -766,7 +784,7 @@ class EvictionAudit:
         for key, evicted in victims.items():
             for name in _ancestry(self._queues, self._groups[key].queue):
                 for pod in evicted:
-                    amount = self._amount(self._pods[pod], self._pods[pod].node)
+                    amount = self._amount(self._pods[pod], self._node_of(self._pods[pod]))
                     for i in range(3):
                         freed[name][i] += amount[i]
         return freed

@@ -89,6 +89,9 @@ class EvictionOutcome:
     held_back: dict[str, str]  # pending gang -> what kept it from evicting, in words
     stamps: dict[str, GroupStamps]
     report: EvictionReport
+    taken_back: tuple[Eviction, ...] = ()
+    """Pods the allocation placed this cycle that preempt took for its preemptor before they
+    bind: not bound, and not evicted (nothing was started, nothing is deleted)."""
 
 
 @dataclass
@@ -215,7 +218,8 @@ def _run_evictions(inputs: EvictionInputs, audit: _Audit) -> EvictionOutcome:
         carried += budget.solver_spent
         tally.solver_seconds += budget.solver_spent
         tally.work += budget.search_spent + budget.model_spent
-    placed = set(inputs.placements) | set(state.pipelined)
+    taken_back = {key: e for key, e in state.evicted.items() if key in inputs.placements}
+    placed = (set(inputs.placements) - set(taken_back)) | set(state.pipelined)
     stale = stale_gangs(
         state.may_be_stale,
         state.pods_of,
@@ -226,11 +230,15 @@ def _run_evictions(inputs: EvictionInputs, audit: _Audit) -> EvictionOutcome:
     )
     for decision in stale.decisions:
         _commit(state, audit, decision, (), tally)
-    evicted = {key: record.group for key, record in state.evicted.items()}
-    bound = {key: placement.pod.group for key, placement in inputs.placements.items()}
+    evicted = {key: record.group for key, record in state.evicted.items() if key not in taken_back}
+    bound = {
+        key: placement.pod.group
+        for key, placement in inputs.placements.items()
+        if key not in taken_back
+    }
     return EvictionOutcome(
         tuple(state.decisions),
-        tuple(sorted(state.evicted.values(), key=lambda e: e.pod)),
+        tuple(sorted((state.evicted[key] for key in evicted), key=lambda e: e.pod)),
         tuple(sorted(state.pipelined.values(), key=lambda p: p.pod)),
         _waiting_messages(state),
         held_back,
@@ -245,6 +253,7 @@ def _run_evictions(inputs: EvictionInputs, audit: _Audit) -> EvictionOutcome:
             tally.work,
             tuple(tally.cut_short),
         ),
+        tuple(sorted(taken_back.values(), key=lambda e: e.pod)),
     )
 
 
@@ -562,24 +571,33 @@ def _at_most(smaller: Size, larger: Size) -> bool:
 
 def _waiting_messages(state: EvictionState) -> dict[str, str]:
     whole = {gang.key for gang in state.inputs.unplaced if gang.core}
+    placed = state.inputs.placements
     messages: dict[str, str] = {}
     for decision in state.decisions:
         if decision.preemptor is None:
             continue
         seats = [record for record in decision.pipelined if record.group == decision.preemptor]
+        # A gang that runs grows pod by pod; one that waits binds whole.
+        binds = "the gang binds as a whole" if decision.preemptor in whole else "the pods bind"
+        when = "once they have left"
+        evicted = [eviction for eviction in decision.evictions if eviction.pod not in placed]
         if decision.action is None:
             reason = "Releasing pods still hold the room it is placed on"
-        elif decision.evictions:
-            victims = len(decision.evictions)
-            reason = f"{victims} pods evicted by {decision.action.value} are still leaving"
+        elif evicted:
+            reason = f"{len(evicted)} pods evicted by {decision.action.value} are still leaving"
+        elif decision.evictions:  # nothing leaves: the room was only promised this cycle
+            reason = (
+                f"{decision.action.value} took back {len(decision.evictions)} pods placed this "
+                "cycle before they were bound"
+            )
+            when = "next cycle"
         else:  # it waits on room the cycle's other decisions free
             nodes = {record.node for record in seats}
-            leaving = sum(1 for eviction in state.evicted.values() if eviction.node in nodes)
+            leaving = sum(
+                1
+                for eviction in state.evicted.values()
+                if eviction.node in nodes and eviction.pod not in placed
+            )
             reason = f"{leaving} pods evicted for other gangs are still leaving its nodes"
-        then = (
-            "the gang binds as a whole once they have left"
-            if decision.preemptor in whole
-            else "the pods bind once they have left"  # a gang that runs grows
-        )
-        messages[decision.preemptor] = f"{len(seats)} pods pipelined: {reason}; {then}"
+        messages[decision.preemptor] = f"{len(seats)} pods pipelined: {reason}; {binds} {when}"
     return messages

@@ -4,6 +4,16 @@ A gang is evicted whole, or (when it runs more pods than its minimum) loses pods
 above its minimum one at a time; it never drops below its minimum and keeps
 running (kai-semantics §8.6). KAI's reclaim rules count an eviction chunk by chunk:
 each surplus pod is one chunk and a gang's core (its minimum) is one more.
+
+The pods this cycle's allocation placed count as their gang's, as KAI's allocated
+tasks do in its later actions, and preempt may take them back before they bind,
+instead of evicting them a cycle after they started. Only preempt: its preemptor is
+of higher priority in the same queue, so it comes before its victims in every
+cycle's order and takes the room first next cycle. Reclaim's victim comes from
+another queue, which the next cycle's queue order can put first again (a queue below
+its deserved quota does); it would be placed and taken back cycle after cycle while
+the reclaimer never binds, as the 100-node benchmark did when reclaim took back too.
+Reclaim and consolidation take running pods only.
 """
 
 from __future__ import annotations
@@ -19,7 +29,7 @@ from kai.engine.subgroups import holds
 @dataclass(frozen=True)
 class RunningGang:
     group: PodGroup
-    pods: tuple[Pod, ...]  # bound and not evicted, in KAI's task order
+    pods: tuple[Pod, ...]  # bound or placed this cycle, not evicted, in KAI's task order
 
     @property
     def key(self) -> str:
@@ -55,6 +65,11 @@ class RunningGang:
             return True
         return holds(self.group, [pod for pod in self.pods if pod.key not in evicted])
 
+    def without(self, keys: Collection[str]) -> RunningGang | None:
+        """The gang without these pods; None if it has no other."""
+        pods = tuple(pod for pod in self.pods if pod.key not in keys)
+        return RunningGang(self.group, pods) if pods else None
+
     def chunks(self, evicted: Collection[str]) -> list[tuple[Pod, ...]]:
         """The eviction in KAI's chunks: each surplus pod alone, then the core as one."""
         chosen = [pod for pod in self.pods if pod.key in evicted]
@@ -80,12 +95,17 @@ def subgroup_members(subgroups: Iterable[SubGroup], root: SubGroup) -> set[str |
     return members
 
 
-def running_gangs(groups: Iterable[PodGroup], pods: Iterable[Pod]) -> dict[str, RunningGang]:
-    """Gangs with bound pods of ours, keyed by PodGroup."""
+def running_gangs(
+    groups: Iterable[PodGroup], pods: Iterable[Pod], placed: Iterable[Pod] = ()
+) -> dict[str, RunningGang]:
+    """Gangs with bound pods of ours, keyed by PodGroup. `placed`: the pods this cycle's
+    allocation placed, each with its node and devices, which count as their gang's pods."""
     by_group: dict[str, list[Pod]] = {}
     for pod in pods:
         if pod.phase.is_active_allocated and pod.scheduler_is_ours and pod.node is not None:
             by_group.setdefault(pod.group, []).append(pod)
+    for pod in placed:
+        by_group.setdefault(pod.group, []).append(pod)
     return {
         group.key: RunningGang(group, tuple(sorted(by_group[group.key], key=task_order_key)))
         for group in groups

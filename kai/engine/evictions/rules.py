@@ -122,17 +122,17 @@ def _candidates(
         minimums[queue] = found
         return found
 
-    if action is Action.PREEMPT:
+    if action is Action.PREEMPT:  # pods placed this cycle too (taken back before they bind)
         candidates = state.running_in(group.queue)
     elif action is Action.RECLAIM:
-        candidates = [
+        candidates = state.bound_gangs(
             gang
             for queue in state.running_queues()
             if minimum_for(queue) is not None
             for gang in state.running_in(queue)
-        ]
-    else:
-        candidates = list(state.running.values())
+        )
+    else:  # consolidation moves running pods; the allocation placed its own where it chose
+        candidates = state.bound_gangs(state.running.values())
     for gang in candidates:
         victim = gang.group
         if not victim.preemptible or gang.key == preemptor.key:

@@ -5,13 +5,16 @@ capacity as it will be once everything being deleted is gone ("future" room):
 Releasing pods and this cycle's victims give their room back there, and pods
 placed on it are pipelined, not bound. Queue usage follows the decisions: a
 victim stops counting for its queue, a pipelined gang starts counting for its own,
-so each later decision in the cycle sees the earlier ones.
+so each later decision in the cycle sees the earlier ones. The pods allocation placed
+that preempt may take back count among their gangs' running pods (`placed`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from collections.abc import Callable, Collection, Mapping, Sequence
+import itertools
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -102,6 +105,8 @@ class EvictionState:
     _by_queue: dict[str, list[RunningGang]] | None = None
     _allocatable: dict[str, Resources] = field(default_factory=dict)
     _running: dict[str, RunningGang] | None = None
+    _placed: dict[str, Pod] | None = None
+    _placed_groups: set[str] | None = None
     _usage: dict[str, Resources] | None = None
     _order: KaiOrder | None = None
     _next_cycle: NodeIndex | None = None
@@ -127,27 +132,66 @@ class EvictionState:
 
     @property
     def running(self) -> dict[str, RunningGang]:
-        """The running gangs, as the cycle's decisions leave them (built when first needed:
-        a cycle with nothing waiting never looks at the thousands a cluster runs)."""
+        """The running gangs with the pods this cycle placed, as the cycle's decisions leave
+        them (built when first needed: a cycle with nothing waiting never looks at the
+        thousands a cluster runs)."""
         if self._running is None:
             snapshot = self.inputs.snapshot
-            self._running = running_gangs(snapshot.pod_groups, snapshot.pods)
+            self._running = running_gangs(snapshot.pod_groups, snapshot.pods, self.placed.values())
         return self._running
 
     @property
+    def placed(self) -> dict[str, Pod]:
+        """This cycle's placements preempt may take back (a victim among them is not evicted),
+        by pod key, each pod with its node and devices set: those of preemptible gangs of
+        lower priority than a gang still waiting in their queue. No other action takes them
+        (`kai.engine.evictions.gangs`), and a cycle places thousands."""
+        if self._placed is None:
+            highest: dict[str, int] = {}
+            for gang in self.inputs.unplaced:
+                waiting = gang.group
+                highest[waiting.queue] = max(
+                    highest.get(waiting.queue, waiting.priority), waiting.priority
+                )
+            self._placed = {}
+            for key, placement in self.inputs.placements.items():
+                group = self.groups.get(placement.pod.group)
+                if group is None or not group.preemptible:
+                    continue
+                if group.priority < highest.get(group.queue, group.priority):
+                    self._placed[key] = dataclasses.replace(
+                        placement.pod, node=placement.node, gpu_groups=placement.gpu_groups
+                    )
+        return self._placed
+
+    @property
     def usage(self) -> dict[str, Resources]:
-        """A running pod's resources as its queue accounts them, by pod key."""
+        """A running or placed pod's resources as its queue accounts them, by pod key."""
         if self._usage is None:
             memory = {node.name: node.gpu_memory_mib for node in self.inputs.snapshot.nodes}
+            running = (
+                pod
+                for pod in self.inputs.snapshot.pods
+                if pod.phase.is_active_allocated and pod.scheduler_is_ours
+            )
             self._usage = {  # every pod `running` starts with, evicted ones included
                 pod.key: pod_resources(pod, memory[pod.node])
-                for pod in self.inputs.snapshot.pods
-                if pod.phase.is_active_allocated
-                and pod.scheduler_is_ours
-                and pod.node in memory
-                and pod.group in self.groups
+                for pod in itertools.chain(running, self.placed.values())
+                if pod.node in memory and pod.group in self.groups
             }
         return self._usage
+
+    def bound_gangs(self, gangs: Iterable[RunningGang]) -> list[RunningGang]:
+        """These gangs without this cycle's placements (those with none left dropped): what
+        reclaim and consolidation may take (see `kai.engine.evictions.gangs`)."""
+        if self._placed_groups is None:
+            self._placed_groups = {pod.group for pod in self.placed.values()}
+        placed, groups = self.placed, self._placed_groups
+        return [
+            bound
+            for gang in gangs
+            if (bound := gang.without(placed) if gang.key in groups else gang) is not None
+        ]
 
     @property
     def future(self) -> dict[str, NodeCapacity]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from types import ModuleType
 
 import pytest
@@ -19,13 +19,19 @@ from kai.engine.eligibility import EligibilityIndex
 from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.state import EvictionInputs, EvictionState
 from kai.engine.gangs import build_gang_requests
+from kai.engine.greedy import PodPlacement
 from kai.engine.model import EngineConfig, Snapshot
 
 CONFIG = EngineConfig(time_limit_seconds=1.0, solver_workers=1)
 
 
-def eviction_state(snapshot: Snapshot, config: EngineConfig = CONFIG) -> EvictionState:
-    """Nothing was bound this cycle: every pending gang is a would-be preemptor."""
+def eviction_state(
+    snapshot: Snapshot, config: EngineConfig = CONFIG, placed: Mapping[str, str] | None = None
+) -> EvictionState:
+    """`placed`: pod -> node, the pods this cycle's allocation placed (pending in `snapshot`);
+    by default none. Every other pending gang is a would-be preemptor."""
+    placed = placed or {}
+    pods = {pod.key: pod for pod in snapshot.pods}
     queues = {queue.name: queue for queue in snapshot.queues}
     shares = queue_shares(snapshot)
     ledger = QueueBudget(
@@ -33,7 +39,11 @@ def eviction_state(snapshot: Snapshot, config: EngineConfig = CONFIG) -> Evictio
         {name: share.allocated for name, share in shares.items()},
         {name: share.allocated_non_preemptible for name, share in shares.items()},
     )
-    gangs = build_gang_requests(snapshot.pod_groups, pods_by_group(snapshot))
+    gangs = [
+        gang
+        for gang in build_gang_requests(snapshot.pod_groups, pods_by_group(snapshot))
+        if not any(pod.key in placed for pod in (*gang.core, *gang.elastic))
+    ]
     return EvictionState.start(
         EvictionInputs(
             snapshot,
@@ -42,7 +52,7 @@ def eviction_state(snapshot: Snapshot, config: EngineConfig = CONFIG) -> Evictio
             shares,
             divisible_total(snapshot),
             ledger,
-            {},
+            {key: PodPlacement(pods[key], node, ()) for key, node in placed.items()},
             gangs,
             EligibilityIndex(snapshot.nodes),
             accounting_device_memory(snapshot),
