@@ -1,7 +1,8 @@
 """The `kai simulate` output document, and its table rendering for people.
 
 The document's shape is fixed by the contract (shared/contracts/simulate.md):
-rounds with bound / evicted / pipelined pods, the pods after the last round,
+rounds with bound / evicted / pipelined pods (and, beyond the contract, the pods
+preempt took back before they were bound), the pods after the last round,
 PodGroups with reasons and messages, and queues with deserved, fair share and
 allocated. Lists are sorted so two runs on the same input print the same bytes.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 from collections import Counter
+from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any
 
@@ -19,6 +21,7 @@ import yaml
 from kai.api.podgroups import stamp_annotations
 from kai.engine.accounting import accounting_device_memory, queue_shares
 from kai.engine.cycle import CycleResult
+from kai.engine.evictions.decisions import Eviction
 from kai.engine.gangs import pod_resources
 from kai.engine.model import UNLIMITED, PodPhase
 from kai.engine.resources import Resources
@@ -94,16 +97,10 @@ def _round(number: int, result: CycleResult) -> dict[str, Any]:
             {"pod": b.pod, "node": b.node, "gpus": _gpus(b.gpus), "gpuGroups": sorted(b.gpu_groups)}
             for b in sorted(result.bindings, key=lambda b: (b.pod, b.node))
         ],
-        "evicted": [
-            {
-                "pod": e.pod,
-                "node": e.node,
-                "action": e.action.value,
-                "rule": e.rule,
-                "for": e.preemptor,
-            }
-            for e in sorted(result.evictions, key=lambda e: (e.pod, e.node))
-        ],
+        "evicted": _evictions(result.evictions),
+        # Placed by the allocation, then taken by preempt before binding: neither bound nor
+        # evicted (an extension of the contract's round).
+        "takenBack": _evictions(result.taken_back),
         "pipelined": [
             {"pod": p.pod, "node": p.node, "gpuGroups": sorted(p.gpu_groups)}
             for p in sorted(result.pipelined, key=lambda p: (p.pod, p.node))
@@ -124,6 +121,13 @@ def _round(number: int, result: CycleResult) -> dict[str, Any]:
             **_victim_search(result),
         },
     }
+
+
+def _evictions(evictions: Iterable[Eviction]) -> list[dict[str, Any]]:
+    return [
+        {"pod": e.pod, "node": e.node, "action": e.action.value, "rule": e.rule, "for": e.preemptor}
+        for e in sorted(evictions, key=lambda e: (e.pod, e.node))
+    ]
 
 
 def _victim_search(result: CycleResult) -> dict[str, Any]:
@@ -170,6 +174,11 @@ def render_table(document: dict[str, Any]) -> str:
             out.write(
                 f"  evicted {eviction['pod']} from {eviction['node']}: {eviction['action']} "
                 f"({eviction['rule']}){made_for}\n"
+            )
+        for taken in round_doc["takenBack"]:
+            out.write(
+                f"  took back {taken['pod']} from {taken['node']} before it was bound: "
+                f"{taken['action']} ({taken['rule']}) for {taken['for']}\n"
             )
         for waiting in round_doc["pipelined"]:
             out.write(f"  pipelined {waiting['pod']} on {waiting['node']}\n")

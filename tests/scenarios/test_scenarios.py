@@ -120,6 +120,9 @@ def check_rounds(document: dict[str, Any], expected: dict[str, Any]) -> None:
     evicted_ever = {e["pod"] for r in rounds for e in r["evicted"]}
     for key in expected.get("neverEvicted", []):
         assert key not in evicted_ever, f"{key} was evicted"
+    bound_ever = {b["pod"] for r in rounds for b in r["bound"]}
+    for key in expected.get("neverBound", []):
+        assert key not in bound_ever, f"{key} was bound"
     if expected.get("noEvictions"):
         assert not evicted_ever, sorted(evicted_ever)
 
@@ -139,6 +142,9 @@ def check_round(round_doc: dict[str, Any], wanted: dict[str, Any], number: int) 
     if "evictedRuleCounts" in wanted:
         counts = Counter(e["rule"] for e in evicted.values())
         assert counts == Counter(wanted["evictedRuleCounts"]), f"{where} rules {counts}"
+    if "takenBack" in wanted:
+        taken = {t["pod"]: t["action"] for t in round_doc["takenBack"]}
+        assert taken == wanted["takenBack"], f"{where} took back {taken}"
     pipelined = {p["pod"]: p["node"] for p in round_doc["pipelined"]}
     if "pipelined" in wanted:
         assert sorted(pipelined) == sorted(wanted["pipelined"]), f"{where} pipelined {pipelined}"
