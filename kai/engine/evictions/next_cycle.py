@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections import defaultdict
+from collections.abc import Collection
 
 from kai.engine.budget import QueueBudget
 from kai.engine.evictions.preemptors import Preemptor
@@ -105,11 +106,38 @@ def _undone(
             for key in untried
         )
 
-    outcome = allocate_on_index(gangs, index, ledger, state.order, settled, pending, victims)
+    without = set(victims) | _refused_up_front(state, ledger, preemptor, victims)
+    outcome = allocate_on_index(gangs, index, ledger, state.order, settled, pending, without)
     placed = outcome.placements
     preemptor_placed = any(key in placed for key in preemptor_pods)
     victim_placed = any(key in placed for key in victim_pods)
     return victim_placed and not preemptor_placed
+
+
+def _refused_up_front(
+    state: EvictionState, ledger: QueueBudget, preemptor: Preemptor, victims: Collection[str]
+) -> set[str]:
+    """The pending gangs the next cycle refuses for a queue's cap before it offers room:
+    offered here, each would stand for its queue in the order with an ask it cannot have,
+    and put the queue behind its siblings (on the 100-node synthetic cluster a queue at its
+    limit did, with a 16-pod gang; its victims were bound back the next cycle ahead of
+    their reclaimers, every other cycle). One refused before may fit now only under a
+    queue victims have left."""
+    pending = state.pending_offers()
+    freed = set(state.freed)
+    for key in victims:
+        freed.update(queue.name for queue in ledger.ancestry(state.groups[key].queue))
+    memory_mib = state.inputs.memory_mib
+    refused: set[str] = set()
+    for gang, queues in state.over_caps():
+        if gang.key == preemptor.key or gang.key not in pending:
+            continue
+        group = gang.group
+        if queues.isdisjoint(freed) or (
+            ledger.check(group.queue, gang.core_request(memory_mib), group.preemptible) is not None
+        ):
+            refused.add(gang.key)
+    return refused
 
 
 def placeable_nowhere(

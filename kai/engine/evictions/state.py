@@ -112,6 +112,10 @@ class EvictionState:
     _next_cycle: NodeIndex | None = None
     _ranked: RankedRoom | None = None
     _pending_offers: PendingOffers | None = None
+    _over_caps: list[tuple[GangRequest, frozenset[str]]] | None = None
+    freed: set[str] = field(default_factory=set)
+    """The queues (and their ancestors) victims have left this cycle: a gang `over_caps`
+    found refused may fit under their caps again."""
 
     @classmethod
     def start(cls, inputs: EvictionInputs) -> EvictionState:
@@ -331,6 +335,7 @@ class EvictionState:
                 self.occupants.get((eviction.node, device), set()).discard(pod.key)
             group = self.groups[eviction.group]
             self.ledger.add(group.queue, Resources() - self.usage[pod.key], group.preemptible)
+            self.freed.update(queue.name for queue in self.ledger.ancestry(group.queue))
             self.evicted[pod.key] = eviction
             leaving.setdefault(eviction.group, set()).add(pod.key)
         for key, gone in leaving.items():
@@ -367,6 +372,26 @@ class EvictionState:
             self._ranked.change(node, change)
         else:
             change(self.future[node])
+
+    def over_caps(self) -> list[tuple[GangRequest, frozenset[str]]]:
+        """The gangs still pending whose core a queue's cap refuses, each with its queue and
+        the queue's ancestors: the next cycle refuses them before it offers any room, so
+        they do not stand for their queue in its order (worked out when first asked, against
+        the ledger then; a gang not among them only sees its queues hold more after)."""
+        if self._over_caps is None:
+            memory_mib = self.inputs.memory_mib
+            ledger = self.ledger
+            self._over_caps = [
+                (gang, frozenset(queue.name for queue in ledger.ancestry(gang.group.queue)))
+                for gang in self.inputs.unplaced
+                if gang.core
+                and not gang.growth
+                and ledger.check(
+                    gang.group.queue, gang.core_request(memory_mib), gang.group.preemptible
+                )
+                is not None
+            ]
+        return self._over_caps
 
     def pending_offers(self) -> PendingOffers:
         """The first offers of the gangs still pending: not placed by the cycle's
