@@ -155,8 +155,7 @@ def _placed_instead_of_running(snap: Snapshot, prefix: str) -> tuple[Snapshot, d
 
 
 def test_preempt_may_take_placements_of_the_cycle_and_reclaim_may_not() -> None:
-    """Reclaim's victim is in another queue, which the next cycle's order may put first again:
-    taken back every cycle, while its reclaimer never binds (see kai.engine.evictions.gangs)."""
+    """Reclaim takes running pods only, for now (kai.engine.evictions.gangs says why)."""
     snap, placed = _placed_instead_of_running(priority_cluster(), "low")
     state = eviction_state(snap, placed=placed)
     options = victim_options(state, Action.PREEMPT, preemptor(state, "ns/urgent"))
