@@ -328,8 +328,8 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
     if taken:
         bindings = tuple(binding for binding in bindings if binding.pod not in taken)
         told = {record.group: decisions[record.group] for record in outcome.taken_back}
-        held = _still_held(facts.pods_of, chosen.placements, outcome)
-        decisions.update(taken_back_decisions(outcome.taken_back, told, held))
+        holding = _still_holding(facts.pods_of, chosen.placements, outcome)
+        decisions.update(taken_back_decisions(outcome.taken_back, told, holding))
     future_problems = validate_after_evictions(
         snapshot,
         [binding for binding in _proposed(chosen) if binding.pod not in taken],
@@ -501,25 +501,25 @@ def _lone_pod(placeable: list[GangRequest]) -> bool:
     return sum(len(request.core) + len(request.elastic) for request in placeable) == 1
 
 
-def _still_held(
+def _still_holding(
     pods_of: Mapping[str, Collection[Pod]],
     placements: Mapping[str, PodPlacement],
     outcome: EvictionOutcome,
-) -> dict[str, int]:
-    """For each gang that lost pods placed this cycle: the pods it runs or binds after it."""
+) -> set[str]:
+    """The gangs that lost pods placed this cycle and still run or bind a pod after it."""
     gone = {record.pod for record in (*outcome.evictions, *outcome.taken_back)}
-    held = {
-        record.group: sum(
-            1
-            for pod in pods_of.get(record.group, ())
-            if pod.phase is PodPhase.BOUND and pod.key not in gone
-        )
-        for record in outcome.taken_back
+    touched = {record.group for record in outcome.taken_back}
+    holding = {
+        key
+        for key in touched
+        if any(pod.phase is PodPhase.BOUND and pod.key not in gone for pod in pods_of.get(key, ()))
     }
-    for key, placement in placements.items():
-        if placement.pod.group in held and key not in gone:
-            held[placement.pod.group] += 1
-    return held
+    holding.update(
+        placement.pod.group
+        for key, placement in placements.items()
+        if placement.pod.group in touched and key not in gone
+    )
+    return holding
 
 
 def _pending(group: PodGroup, refusal: Refusal) -> GroupDecision:

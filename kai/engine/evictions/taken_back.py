@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from kai.engine.evictions.decisions import Eviction
 from kai.engine.greedy import UNSCHEDULABLE
@@ -22,11 +22,11 @@ from kai.engine.group_decision import GroupDecision
 def taken_back_decisions(
     taken_back: Sequence[Eviction],
     decisions: Mapping[str, GroupDecision],
-    still_held: Mapping[str, int],
+    holding: Collection[str],
 ) -> dict[str, GroupDecision]:
     """The new decisions of the gangs that lost pods placed this cycle. `decisions`: the
-    allocation's, by PodGroup; `still_held`: by PodGroup, the pods it runs or binds once the
-    cycle's evictions and take-backs are done."""
+    allocation's, by PodGroup; `holding`: the PodGroups that still run or bind a pod once
+    the cycle's evictions and take-backs are done."""
     by_group: dict[str, list[Eviction]] = defaultdict(list)
     for record in taken_back:
         by_group[record.group].append(record)
@@ -34,7 +34,7 @@ def taken_back_decisions(
     for key, records in sorted(by_group.items()):
         decision = decisions[key]
         cause = _cause(records)
-        if not still_held.get(key):
+        if key not in holding:
             changed[key] = GroupDecision(key, decision.queue, False, UNSCHEDULABLE, cause)
         elif decision.reason:  # some of its pods already wait, and say why
             changed[key] = dataclasses.replace(decision, message=f"{decision.message}; {cause}")
