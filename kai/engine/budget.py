@@ -136,6 +136,16 @@ class QueueBudget:
     ) -> Refusal | None:
         """The first cap the request would break, at the leaf or an ancestor; `only` limits
         the check to one reason (preempting may free room under a limit, never quota)."""
+        broken = self._first_broken(leaf, request, preemptible, only)
+        return None if broken is None else broken[0].refusal(broken[1])
+
+    def fits(self, leaf: str, request: Resources, preemptible: bool) -> bool:
+        """`check` without its message: whether the request breaks no cap."""
+        return self._first_broken(leaf, request, preemptible, None) is None
+
+    def _first_broken(
+        self, leaf: str, request: Resources, preemptible: bool, only: str | None
+    ) -> tuple[Cap, Fraction] | None:
         for queue in self.ancestry(leaf):
             for resource, reason, bound in self._finite_bounds(queue):
                 if (only is not None and reason != only) or not _applies(reason, preemptible):
@@ -145,7 +155,7 @@ class QueueBudget:
                     continue
                 used = self._used(queue, reason).get(resource)
                 if _exceeds(need, used, bound):
-                    return Cap(queue, resource, reason, bound, used).refusal(need)
+                    return Cap(queue, resource, reason, bound, used), need
         return None
 
     def _finite_bounds(self, queue: Queue) -> list[tuple[ResourceName, str, Fraction]]:

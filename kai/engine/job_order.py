@@ -144,9 +144,11 @@ class OfferQueue:
         total: Resources,
         pending: PendingOffers | None = None,
         without: Collection[str] = (),
+        rankings: dict[str, QueueRanking] | None = None,
     ) -> None:
         """`pending`: gangs waiting from the start (less those in `without`), the same as
-        pushing each of their first offers."""
+        pushing each of their first offers. `rankings`: the queues' rankings, kept by the
+        caller for passes with the same queues and shares."""
         self._queues, self._shares, self._allocated = queues, shares, allocated
         self._size, self._total = size, total
         self._waiting: dict[str, list[_Waiting]] = defaultdict(list)
@@ -161,7 +163,8 @@ class OfferQueue:
         # Each queue's (key, leaf, offer) is cached: a pop or push changes only one leaf and
         # its ancestors, so only their entries are recomputed.
         self._cache: dict[str, tuple[QueueOrderKey, str, Offer] | None] = {}
-        self._rankings: dict[str, QueueRanking] = {}  # fixed for the pass: not what is allocated
+        # Fixed for the pass (not what is allocated): shared when the caller keeps them.
+        self._rankings: dict[str, QueueRanking] = {} if rankings is None else rankings
 
     def push(self, offer: Offer) -> None:
         leaf = offer.gang.group.queue
