@@ -30,7 +30,7 @@ from kai.engine.evictions.decisions import (
 )
 from kai.engine.evictions.greedy_search import greedy_search, preemptor_nodes
 from kai.engine.evictions.minruntime import preemption_delay_end, preemption_delayed
-from kai.engine.evictions.next_cycle import undone_next_cycle
+from kai.engine.evictions.next_cycle import Look, NextCycle, next_cycle
 from kai.engine.evictions.options import VictimOption
 from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.reclaim_rules import (
@@ -366,23 +366,33 @@ def _run_action(
             options = []  # no victim set passes: the search looks only at the room already free
         scanned = state.running_in(preemptor.queue) if action is Action.PREEMPT else state.running
         budget.spend(len(scanned))  # looking through the running gangs is work too
-        chosen = _choose(state, action, preemptor, options, budget, left + 1)
+        looks = _Looks(state, preemptor) if action is not Action.CONSOLIDATE else None
+        chosen = _choose(state, action, preemptor, options, budget, left + 1, looks)
+        committed = False
         for scenario in chosen:
-            if action is not Action.CONSOLIDATE and undone_next_cycle(state, preemptor, scenario):
-                continue  # the victims would be bound back before the preemptor: ping-pong
+            if looks is not None:
+                look = looks(scenario)
+                if look is NextCycle.OUTRUN:
+                    break  # gangs before it take whatever room is freed: so would another set's
+                if look is NextCycle.VICTIM_FIRST:
+                    continue  # the victims would be bound back before the preemptor: ping-pong
             decision = _decision(state, action, preemptor, scenario)
             if _commit(state, audit, decision, [*scenario.seats, *scenario.moves], tally):
                 if scenario.answer == "cp-sat":
                     tally.cp_sat += 1
                 else:
                     tally.greedy += 1
+                committed = True
                 break
-        else:
+        if not committed:
             failed.setdefault(signature, []).append(_sizes(preemptor))
             still.append(gang)
             protected = min_runtime_protected(state, action, preemptor)
             if protected and gang.key not in held_back:
                 held_back[gang.key] = _protected_message(action, protected)
+            why = looks.why_refused(action) if looks is not None else None
+            if why is not None and gang.key not in held_back:
+                held_back[gang.key] = why
     return still
 
 
@@ -440,6 +450,48 @@ def _may_trigger(state: EvictionState, action: Action, preemptor: Preemptor) -> 
     return not quota_refused and may_preempt(state, preemptor)
 
 
+class _Looks:
+    """The look at the next cycle for one preemptor, once per victim set: it depends on the
+    victims alone (the search often trims a set to the one it found first)."""
+
+    def __init__(self, state: EvictionState, preemptor: Preemptor) -> None:
+        self.state, self.preemptor = state, preemptor
+        self._seen: dict[frozenset[tuple[str, frozenset[str]]], Look] = {}
+        self.refused: tuple[Scenario, Look] | None = None
+        """The last victim set the look refused, for the preemptor's message."""
+
+    def __call__(self, scenario: Scenario) -> NextCycle:
+        victims = frozenset(scenario.evicted.items())
+        seen = self._seen.get(victims)
+        if seen is None:
+            seen = self._seen[victims] = next_cycle(self.state, self.preemptor, scenario)
+        if seen.verdict is not NextCycle.KEEPS:
+            self.refused = (scenario, seen)
+        return seen.verdict
+
+    def outrun(self, scenario: Scenario) -> bool:
+        return self(scenario) is NextCycle.OUTRUN
+
+    def why_refused(self, action: Action) -> str | None:
+        if self.refused is None:
+            return None
+        scenario, look = self.refused
+        pods = sum(len(evicted) for evicted in scenario.evicted.values())
+        victims = ", ".join(sorted(scenario.evicted))
+        if look.verdict is NextCycle.VICTIM_FIRST:
+            after = f"the next cycle would bind {look.first or victims} back there first"
+        else:
+            after = (
+                f"the next cycle would place {look.first}, ahead of it in KAI's order, there first"
+                if look.first is not None
+                else "the next cycle would not place it there"
+            )
+        return (
+            f"{action.value} could free room by evicting {pods} pod(s) of {victims}, but "
+            f"{after}: nothing is evicted for room it would not get"
+        )
+
+
 def _choose(
     state: EvictionState,
     action: Action,
@@ -447,21 +499,27 @@ def _choose(
     options: Sequence[VictimOption],
     budget: SearchBudget,
     models_left: int,
+    looks: _Looks | None = None,
 ) -> list[Scenario]:
     """Valid scenarios, least disruptive first: the CP-SAT model's and the greedy search's.
 
     With no victims to take, the preemptor may still fit on room an earlier decision of the
-    cycle freed: the greedy search tries that first."""
+    cycle freed: the greedy search tries that first. When the next cycle would give the room
+    greedy's victims free to gangs before the preemptor (`looks`), no model is built: any
+    other set's room would go the same way, and a model costs more than the whole search."""
     # Imported here, as in kai.engine.cycle: OR-Tools takes about a second to import and a
     # cycle without victims to look for never needs it.
     from kai.engine.evictions.victim_model import cp_sat_search
 
     order = VictimOrder(state, options, moves=action is Action.CONSOLIDATE)
-    greedy = greedy_search(state, action, preemptor, options, budget, order)
+    outrun = None if looks is None else looks.outrun
+    greedy = greedy_search(state, action, preemptor, options, budget, order, outrun)
     if greedy is not None and not greedy.evicted:
         return [greedy]  # it evicts nothing: no model can disrupt less, so none is built
     if not options:
         return []
+    if greedy is not None and outrun is not None and outrun(greedy):
+        return [greedy]
     answer = cp_sat_search(state, action, preemptor, options, order, greedy, budget, models_left)
     budget.solver_spent += answer.work_seconds
     found = [s for s in (answer.scenario, greedy) if s is not None]

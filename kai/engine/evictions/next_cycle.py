@@ -18,6 +18,8 @@ import dataclasses
 import functools
 from collections import defaultdict
 from collections.abc import Collection
+from dataclasses import dataclass
+from enum import Enum
 
 from kai.engine.budget import QueueBudget
 from kai.engine.evictions.preemptors import Preemptor
@@ -32,19 +34,37 @@ from kai.engine.node_index import NodeIndex
 from kai.engine.resources import Resources
 
 
-def undone_next_cycle(state: EvictionState, preemptor: Preemptor, scenario: Scenario) -> bool:
-    """True when the next allocation would re-place a victim before placing the preemptor."""
+class NextCycle(Enum):
+    """What the look at the next cycle finds for a decision."""
+
+    KEEPS = "keeps"
+    """The preemptor is placed: the decision stands."""
+    VICTIM_FIRST = "victim-first"
+    """A victim is placed back and the preemptor is not: ping-pong."""
+    OUTRUN = "outrun"
+    """Gangs before the preemptor in KAI's order take the room and no victim comes back: the
+    victims would leave for nothing, and the preemptor would evict again a cycle later."""
+
+
+@dataclass(frozen=True)
+class Look:
+    verdict: NextCycle
+    first: str | None = None
+    """When the preemptor is not placed: the first gang the look placed where a victim
+    left (a victim, or the gang that overtook the preemptor)."""
+
+
+def next_cycle(state: EvictionState, preemptor: Preemptor, scenario: Scenario) -> Look:
+    """Whether the next allocation places the preemptor, and if not, why."""
     index = state.next_cycle_index()
     index.begin()  # rolled back below: the victims' room is given back only in this look ahead
     try:
-        return _undone(state, index, preemptor, scenario)
+        return _look(state, index, preemptor, scenario)
     finally:
         index.rollback()
 
 
-def _undone(
-    state: EvictionState, index: NodeIndex, preemptor: Preemptor, scenario: Scenario
-) -> bool:
+def _look(state: EvictionState, index: NodeIndex, preemptor: Preemptor, scenario: Scenario) -> Look:
     ledger = state.ledger.copy()
     victims: dict[str, list[Pod]] = defaultdict(list)
     for key, evicted in scenario.evicted.items():
@@ -59,7 +79,7 @@ def _undone(
                 )
                 victims[key].append(pod)
     if not victims:
-        return False
+        return Look(NextCycle.KEEPS)
     gangs: list[GangRequest] = []
     for key, leaving in victims.items():
         running = state.running[key]
@@ -72,72 +92,76 @@ def _undone(
         ]
         gangs += build_gang_requests([running.group], {key: pods})
     pending = state.pending_offers()
+    gangs += _readmitted(state, ledger, preemptor, victims)
     if preemptor.key not in pending and preemptor.key not in victims:
         gangs.append(preemptor.gang)
     preemptor_pods = [pod.key for pod in preemptor.pods]
     victim_pods = [pod.key for pods in victims.values() for pod in pods]
     victim_gangs = {gang.key: gang for gang in gangs if gang.key in victims}
     untried = set(victims)  # victim gangs not yet offered room
-    tried = False
-    looked = -1  # how many pods were placed when the victims' chances were last looked at
+    looked = -1  # how many pods were placed when the chances were last looked at
 
     def settled(offer: Offer, outcome: AllocationOutcome) -> bool:
-        """Stop once the answer is known: the preemptor placed (not undone), or its offer
-        failed (its only one: a failed attempt is not pushed back) and either a victim is
-        placed or every victim has failed its own only attempt (none can be placed later).
-        Nor is it undone once no victim yet to be offered room can be placed at all: the
-        victims are looked at again only when something was placed since."""
-        nonlocal tried, looked
+        """Stop once the answer is known: the preemptor placed, or its offer failed (its
+        only one: a failed attempt is not pushed back); or it can be placed nowhere any
+        more, and either a victim is placed or no victim yet to be offered room can be
+        placed before it. Chances are looked at again only when something was placed since:
+        the pass only takes room and adds to what queues hold."""
+        nonlocal looked
         placed = outcome.placements
-        if any(key in placed for key in preemptor_pods):
-            return True
         key = offer.gang.key
-        tried = tried or key == preemptor.key
-        untried.discard(key)
-        victim_placed = any(key in placed for key in victim_pods)
-        if tried and (not untried or victim_placed):
+        if key == preemptor.key or any(pod in placed for pod in preemptor_pods):
             return True
-        if victim_placed or len(placed) == looked:
+        untried.discard(key)
+        if len(placed) == looked:
             return False
         looked = len(placed)
-        return all(  # a victim with nothing to place is never offered room
-            key not in victim_gangs
-            or placeable_nowhere(victim_gangs[key], index, ledger, state.order)
+        if not placeable_nowhere(preemptor.gang, index, ledger, state.order):
+            return False
+        return any(pod in placed for pod in victim_pods) or all(
+            placeable_nowhere(victim_gangs[key], index, ledger, state.order)
             for key in untried
+            if key in victim_gangs  # a victim with nothing to place is never offered room
         )
 
-    without = set(victims) | _refused_up_front(state, ledger, preemptor, victims)
-    outcome = allocate_on_index(gangs, index, ledger, state.order, settled, pending, without)
+    outcome = allocate_on_index(gangs, index, ledger, state.order, settled, pending, victims)
     placed = outcome.placements
-    preemptor_placed = any(key in placed for key in preemptor_pods)
-    victim_placed = any(key in placed for key in victim_pods)
-    return victim_placed and not preemptor_placed
+    if any(key in placed for key in preemptor_pods):
+        return Look(NextCycle.KEEPS)
+    left = {pod.node for pods in victims.values() for pod in pods}
+    first = next((p.pod.group for p in placed.values() if p.node in left), None)
+    if any(key in placed for key in victim_pods):
+        return Look(NextCycle.VICTIM_FIRST, first)
+    return Look(NextCycle.OUTRUN, first)
 
 
-def _refused_up_front(
+def _readmitted(
     state: EvictionState, ledger: QueueBudget, preemptor: Preemptor, victims: Collection[str]
-) -> set[str]:
-    """The pending gangs the next cycle refuses for a queue's cap before it offers room:
-    offered here, each would stand for its queue in the order with an ask it cannot have,
-    and put the queue behind its siblings (on the 100-node synthetic cluster a queue at its
-    limit did, with a 16-pod gang; its victims were bound back the next cycle ahead of
-    their reclaimers, every other cycle). One refused before may fit now only under a
-    queue victims have left."""
-    pending = state.pending_offers()
+) -> list[GangRequest]:
+    """The pending gangs a queue's cap refused that fit under it once these victims leave.
+
+    The next cycle refuses a gang over a cap before it offers room: offered in the look, it
+    would stand for its queue in the order with an ask it cannot have, and put the queue
+    behind its siblings (on the 100-node synthetic cluster a queue at its limit did, with
+    a 16-pod gang; its victims were bound back the next cycle ahead of their reclaimers,
+    every other cycle). So `pending_offers` leaves them out, and only a gang under a queue
+    victims have left (this cycle or in this decision) is checked again."""
     freed = set(state.freed)
     for key in victims:
         freed.update(queue.name for queue in ledger.ancestry(state.groups[key].queue))
     memory_mib = state.inputs.memory_mib
-    refused: set[str] = set()
+    found: list[GangRequest] = []
+    waiting: set[str] | None = None
     for gang, queues in state.over_caps():
-        if gang.key == preemptor.key or gang.key not in pending:
+        if gang.key == preemptor.key or queues.isdisjoint(freed):
             continue
         group = gang.group
-        if queues.isdisjoint(freed) or (
-            ledger.check(group.queue, gang.core_request(memory_mib), group.preemptible) is not None
-        ):
-            refused.add(gang.key)
-    return refused
+        if ledger.fits(group.queue, gang.core_request(memory_mib), group.preemptible):
+            if waiting is None:  # pipelined by a decision of this cycle: not pending
+                waiting = {record.group for record in state.pipelined.values()}
+            if gang.key not in waiting:
+                found.append(gang)
+    return found
 
 
 def placeable_nowhere(
@@ -152,7 +176,7 @@ def placeable_nowhere(
     memory_mib = order.accounting_memory_mib
 
     def refused(request: Resources) -> bool:
-        return ledger.check(group.queue, request, group.preemptible) is not None
+        return not ledger.fits(group.queue, request, group.preemptible)
 
     def nowhere(pod: Pod) -> bool:
         return index.find(pod, order.eligible_for(pod)) is None

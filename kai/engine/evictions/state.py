@@ -394,10 +394,13 @@ class EvictionState:
         return self._over_caps
 
     def pending_offers(self) -> PendingOffers:
-        """The first offers of the gangs still pending: not placed by the cycle's
-        allocation, nor pipelined by a decision so far."""
+        """The first offers of the gangs still pending that no queue's cap refuses
+        (`over_caps`): not placed by the cycle's allocation, nor pipelined by a decision so
+        far. The look at the next cycle offers these, and adds back an over-cap gang only
+        where victims left its queues."""
         if self._pending_offers is None:
             waiting = {record.group for record in self.pipelined.values()}
+            waiting.update(gang.key for gang, _ in self.over_caps())
             self._pending_offers = PendingOffers(
                 request for request in self.inputs.unplaced if request.key not in waiting
             )

@@ -1,9 +1,9 @@
-"""The look at the next cycle ends once no victim yet to be offered room can be placed.
+"""The look at the next cycle ends once its preemptor can no longer be placed.
 
 The look runs the next cycle's greedy pass, in KAI's order, until its answer is known;
-`placeable_nowhere` lets it stop before the victims' turn when none of them can be placed
-by then. These tests hold that judgement to the pass itself, and the cycle to the same
-decisions with the early end as without it.
+`placeable_nowhere` lets it stop before the preemptor's turn when the gangs before it have
+taken the room it needs. These tests hold that judgement to the pass itself, and the cycle
+to the same decisions with the early end as without it.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from fractions import Fraction
 
 import pytest
 
-from kai.engine.evictions import next_cycle
-from kai.engine.evictions.next_cycle import placeable_nowhere, undone_next_cycle
+from kai.engine.evictions import next_cycle as look_module
+from kai.engine.evictions.next_cycle import NextCycle, next_cycle, placeable_nowhere
 from kai.engine.evictions.options import Verdict
 from kai.engine.evictions.scenario import Scenario
 from kai.engine.greedy import AllocationOutcome, allocate_on_index
@@ -75,7 +75,7 @@ def test_the_cycle_decides_the_same_with_the_early_end_as_without(
 ) -> None:
     clusters = (random_departments(seed, elastic=True) for seed in range(200))
     ended = times_taken_with_the_same_decisions(
-        monkeypatch, next_cycle, "placeable_nowhere", clusters, CONFIG
+        monkeypatch, look_module, "placeable_nowhere", clusters, CONFIG
     )
     assert ended >= 10, ended
 
@@ -114,11 +114,11 @@ def _returning_victim_cluster() -> Snapshot:
 
 
 def test_a_victim_back_before_the_preemptor_does_not_end_the_look_early() -> None:
-    """a is placed back before x is offered room and b can no longer be placed: the answer
-    waits for x, which is placed, so the eviction is not undone."""
+    """a is placed back before x is offered room: the answer waits for x, which is placed,
+    so the eviction stands."""
     state = eviction_state(_returning_victim_cluster())
     who = preemptor(state, "ns/x")
     evicted = {key: frozenset({f"{key}-0"}) for key in ("ns/a", "ns/b")}
     x = who.pods[0]
     scenario = Scenario(evicted, ((x, "n0", ()),), (), Verdict({}), "greedy")
-    assert not undone_next_cycle(state, who, scenario)
+    assert next_cycle(state, who, scenario).verdict is NextCycle.KEEPS

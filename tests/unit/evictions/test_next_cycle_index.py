@@ -19,7 +19,7 @@ from kai.engine.evictions.decisions import (
     PipelinedPod,
 )
 from kai.engine.evictions.greedy_search import greedy_search
-from kai.engine.evictions.next_cycle import undone_next_cycle
+from kai.engine.evictions.next_cycle import NextCycle, next_cycle
 from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.rules import victim_options
 from kai.engine.evictions.scenario import Scenario
@@ -69,7 +69,9 @@ def test_checks_leave_the_index_as_the_room_and_a_commit_changes_both() -> None:
         state, Action.PREEMPT, who, victim_options(state, Action.PREEMPT, who), SearchBudget(1.0)
     )
     assert scenario is not None
-    assert not undone_next_cycle(state, who, scenario)  # urgent comes before its victims
+    assert (
+        next_cycle(state, who, scenario).verdict is NextCycle.KEEPS
+    )  # urgent comes before its victims
     _finds_as_a_fresh_index(state)  # the look ahead rolled back what it gave back and placed
 
     state.commit(_decision(state, who, scenario), scenario.seats)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 
 from bench.synthetic import ClusterSpec, synthetic_cluster
-from kai.engine.evictions.next_cycle import _refused_up_front
+from kai.engine.evictions.next_cycle import _readmitted
 from kai.engine.model import EngineConfig
 from kai.engine.resources import Resources
 from kai.simulate.rounds import simulate
@@ -50,9 +50,10 @@ def test_a_gang_over_its_queue_limit_is_left_out_unless_its_queue_was_freed() ->
     queues = [queue("capped", gpu_limit=4), queue("loose"), queue("claimant")]
     state = eviction_state(snapshot([node("n0", 4), node("n1", 4)], pods, groups, queues))
     assert [gang.key for gang, _ in state.over_caps()] == ["ns/big"]
+    assert "ns/big" not in state.pending_offers() and "ns/claim" in state.pending_offers()
     claim = preemptor(state, "ns/claim")
     ledger = state.ledger.copy()
-    assert _refused_up_front(state, ledger, claim, ["ns/victim"]) == {"ns/big"}
+    assert _readmitted(state, ledger, claim, ["ns/victim"]) == []
     # With `held` leaving, `capped` is under its limit again: `big` may come back.
     ledger.add("capped", Resources() - state.usage["ns/held-0"], True)
-    assert _refused_up_front(state, ledger, claim, ["ns/held"]) == set()
+    assert [gang.key for gang in _readmitted(state, ledger, claim, ["ns/held"])] == ["ns/big"]
