@@ -64,6 +64,7 @@ def greedy_search(
     room = Overlay(state.future)
     slots = _Slots(preemptor.pods, room, eligible, state.ranked_room())
     budget.spend(len(eligible))
+    useful = set(slots.candidates)  # before any victim leaves
     chosen: dict[str, set[str]] = {}
     if slots.enough():  # room freed earlier this cycle may hold the preemptor already
         found = _try(state, action, preemptor, by_key, chosen, room, slots.candidates, budget)
@@ -91,7 +92,7 @@ def greedy_search(
             if isinstance(found, Scenario):
                 if futile is not None and futile(found):
                     return found
-                trial = _Trial(state, action, preemptor, by_key, eligible, budget)
+                trial = _Trial(state, action, preemptor, by_key, eligible, useful, budget)
                 extended = _extend(taken, units, unit.klass, action, most)
                 return _fewest(trial, order, extended, taken, found)
             if found is not None and found.final:
@@ -114,7 +115,12 @@ def _steps(unit: VictimUnit, action: Action) -> list[tuple[Pod, ...]]:
 
 
 class _Trial:
-    """Tries a victim set from scratch: the room it leaves, the seating, the rules."""
+    """Tries a victim set from scratch: the room it leaves, the seating, the rules.
+
+    The preemptor is seated only on `useful` nodes (those with a place for one of its pods
+    before any victim left) and the nodes the set's victims leave: no other node can hold
+    one of its pods. Seating on every eligible node instead looked at a thousand nodes per
+    trial at 1,000 nodes, and trimming a victim set tries it again and again."""
 
     def __init__(
         self,
@@ -123,19 +129,24 @@ class _Trial:
         preemptor: Preemptor,
         options: dict[str, VictimOption],
         eligible: set[str],
+        useful: set[str],
         budget: SearchBudget,
     ) -> None:
         self.state, self.action, self.preemptor = state, action, preemptor
         self.options, self.eligible, self.budget = options, eligible, budget
+        self.useful = useful
 
     def __call__(self, units: Sequence[VictimUnit]) -> Scenario | Verdict | None:
         room = Overlay(self.state.future)
         chosen: dict[str, set[str]] = {}
+        nodes = set(self.useful)
         for unit in units:
             pods = chosen.setdefault(unit.option.gang.key, set())
             for pod in unit.pods:
                 pods.add(pod.key)
                 release(room.writable(pod.node or ""), pod, pod.gpu_groups)
+                if pod.node in self.eligible:
+                    nodes.add(pod.node)
         return _try(
             self.state,
             self.action,
@@ -143,7 +154,7 @@ class _Trial:
             self.options,
             chosen,
             room,
-            self.eligible,
+            nodes,
             self.budget,
         )
 
