@@ -6,9 +6,10 @@ cannot show it. This runs `kai.simulate.rounds.simulate` on the synthetic cluste
 (`bench.synthetic`), the engine as `kai run` configures it and, in the same run, with the
 solver off. It counts per run: evictions, and those of pods the run itself started; pods
 evicted more than once; pods placed and taken back before binding, and those taken back
-more than once; what the last three rounds still evict; the GPUs running at the end; and
-the reclaim and preempt decisions whose victims the next round bound back while their
-preemptor still waited.
+more than once; what the last three rounds still evict; the GPUs running at the end, and
+how far the leaf queues below their fair share are from it (fewer evictions must not buy
+less fairness); and the reclaim and preempt decisions whose victims the next round bound
+back while their preemptor still waited.
 
     python bench/churn.py --nodes 100 [--rounds 10] [--seed 1] [--time-limit 1.0] [--json]
     python bench/churn.py --all [--json]
@@ -22,6 +23,7 @@ import json
 import sys
 from collections import Counter
 from collections.abc import Sequence
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.arguments import positive_float, positive_int
 from bench.synthetic import ClusterSpec, synthetic_cluster
+from kai.engine.accounting import queue_shares
 from kai.engine.cycle import CycleResult
 from kai.engine.evictions.decisions import Action
 from kai.engine.model import EngineConfig, PodPhase, Snapshot
@@ -91,15 +94,27 @@ def churn(start: Snapshot, rounds: Sequence[CycleResult], final: Snapshot) -> Do
         "podsTakenBackMoreThanOnce": sum(1 for count in taken.values() if count > 1),
         "lastRoundsEvictions": [len(result.evictions) for result in rounds[-LAST_ROUNDS:]],
         "gpusRunningAtEnd": sum(pod.gpu.whole for pod in final.pods if pod.phase is PodPhase.BOUND),
+        "gpusShortOfFairShareAtEnd": short_of_fair_share(final),
         "decisions": made,
         "decisionsUndoneNextRound": undone,
     }
 
 
+def short_of_fair_share(snapshot: Snapshot) -> float:
+    """GPUs the leaf queues below their fair share lack to reach it, summed (parents hold
+    their children's totals, so only leaves count)."""
+    parents = {queue.parent for queue in snapshot.queues if queue.parent}
+    short = Fraction(0)
+    for name, share in queue_shares(snapshot).items():
+        if name not in parents and share.allocated.gpu < share.fair_share.gpu:
+            short += share.fair_share.gpu - share.allocated.gpu
+    return round(float(short), 1)
+
+
 def format_table(results: Sequence[Document]) -> str:
     header = (
         "nodes  run     evictions  of pods it started  pods evicted 2+  taken back  "
-        "pods taken back 2+  last rounds  GPUs running  undone / decisions"
+        "pods taken back 2+  last rounds  GPUs running  short of fair share  undone / decisions"
     )
     lines = [header]
     for result in results:
@@ -111,7 +126,8 @@ def format_table(results: Sequence[Document]) -> str:
                 f"{run['evictionsOfPodsStartedInTheRun']:>18}  "
                 f"{run['podsEvictedMoreThanOnce']:>15}  {run['takenBack']:>10}  "
                 f"{run['podsTakenBackMoreThanOnce']:>18}  {last:>11}  "
-                f"{run['gpusRunningAtEnd']:>12}  {run['decisionsUndoneNextRound']:>8} / "
+                f"{run['gpusRunningAtEnd']:>12}  {run['gpusShortOfFairShareAtEnd']:>19}  "
+                f"{run['decisionsUndoneNextRound']:>8} / "
                 f"{run['decisions']}"
             )
     return "\n".join(lines)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
 
-from bench.churn import churn
+from bench.churn import churn, short_of_fair_share
 from kai.engine.cycle import Binding
 from kai.engine.model import EngineConfig
 from kai.simulate.inputs import read_documents
@@ -27,6 +27,9 @@ def test_a_reclaim_that_holds_is_counted_as_made_and_not_undone() -> None:
     assert counted["decisionsUndoneNextRound"] == 0 and counted["podsEvictedMoreThanOnce"] == 0
     assert counted["lastRoundsEvictions"] == [1, 0, 0]
     assert counted["gpusRunningAtEnd"] == 1
+    # Both queues deserve 1 GPU: queue1 lacked its GPU at the start, queue0 lacks one at the
+    # end (its 2-GPU job does not fit on the GPU left).
+    assert short_of_fair_share(start) == 1.0 and counted["gpusShortOfFairShareAtEnd"] == 1.0
 
     # Had round 2 bound the victim back instead of its reclaimer, the reclaim was undone.
     back = Binding("ml/queue0-job", "node0", Fraction(2), ())
