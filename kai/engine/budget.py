@@ -143,6 +143,11 @@ class QueueBudget:
         """`check` without its message: whether the request breaks no cap."""
         return self._first_broken(leaf, request, preemptible, None) is None
 
+    def breaking(self, leaf: str, request: Resources, preemptible: bool) -> str | None:
+        """The queue whose cap the request breaks first (as `check` finds it), or None."""
+        broken = self._first_broken(leaf, request, preemptible, None)
+        return None if broken is None else broken[0].queue.name
+
     def _first_broken(
         self, leaf: str, request: Resources, preemptible: bool, only: str | None
     ) -> tuple[Cap, Fraction] | None:

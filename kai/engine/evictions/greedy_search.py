@@ -14,7 +14,7 @@ the model's warm start, its fallback, and the benchmark's baseline.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from fractions import Fraction
 
 from kai.engine.evictions.budget import SearchBudget
@@ -46,15 +46,12 @@ def greedy_search(
     options: Sequence[VictimOption],
     budget: SearchBudget,
     order: VictimOrder | None = None,
-    futile: Callable[[Scenario], bool] | None = None,
 ) -> Scenario | None:
     """Grow the victim set in victim order, from none, until it works; then keep only what is needed.
 
     Once a set works, the rest of its victim class (queue and priority) is added too, up
     to as many units again, and then units are dropped, the largest and latest first,
     while the set still works: the fewest, smallest victims of the least protected class.
-    A first working set that is `futile` is returned as found: trimming it would cost
-    more than the rest of the search, for a decision that is not made.
     """
     order = (
         order if order is not None else VictimOrder(state, options, action is Action.CONSOLIDATE)
@@ -90,8 +87,6 @@ def greedy_search(
                 return None
             found = _try(state, action, preemptor, by_key, chosen, room, slots.candidates, budget)
             if isinstance(found, Scenario):
-                if futile is not None and futile(found):
-                    return found
                 trial = _Trial(state, action, preemptor, by_key, eligible, useful, budget)
                 extended = _extend(taken, units, unit.klass, action, most)
                 return _fewest(trial, order, extended, taken, found)

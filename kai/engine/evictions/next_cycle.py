@@ -40,9 +40,9 @@ class NextCycle(Enum):
     KEEPS = "keeps"
     """The preemptor is placed: the decision stands."""
     VICTIM_FIRST = "victim-first"
-    """A victim is placed back and the preemptor is not: ping-pong."""
+    """The preemptor is not placed, and a victim is placed back: ping-pong."""
     OUTRUN = "outrun"
-    """Gangs before the preemptor in KAI's order take the room and no victim comes back: the
+    """The preemptor is not placed: gangs before it in KAI's order take the room. The
     victims would leave for nothing, and the preemptor would evict again a cycle later."""
 
 
@@ -52,6 +52,8 @@ class Look:
     first: str | None = None
     """When the preemptor is not placed: the first gang the look placed where a victim
     left (a victim, or the gang that overtook the preemptor)."""
+    attempts: int = 0
+    """The attempts the look's pass made: its work."""
 
 
 def next_cycle(state: EvictionState, preemptor: Preemptor, scenario: Scenario) -> Look:
@@ -97,42 +99,31 @@ def _look(state: EvictionState, index: NodeIndex, preemptor: Preemptor, scenario
         gangs.append(preemptor.gang)
     preemptor_pods = [pod.key for pod in preemptor.pods]
     victim_pods = [pod.key for pods in victims.values() for pod in pods]
-    victim_gangs = {gang.key: gang for gang in gangs if gang.key in victims}
-    untried = set(victims)  # victim gangs not yet offered room
-    looked = -1  # how many pods were placed when the chances were last looked at
+    looked = -1  # how many pods were placed when the preemptor's chances were last looked at
 
     def settled(offer: Offer, outcome: AllocationOutcome) -> bool:
         """Stop once the answer is known: the preemptor placed, or its offer failed (its
-        only one: a failed attempt is not pushed back); or it can be placed nowhere any
-        more, and either a victim is placed or no victim yet to be offered room can be
-        placed before it. Chances are looked at again only when something was placed since:
-        the pass only takes room and adds to what queues hold."""
+        only one: a failed attempt is not pushed back), or it can be placed nowhere any
+        more (looked at again only when something was placed since: the pass only takes
+        room and adds to what queues hold)."""
         nonlocal looked
         placed = outcome.placements
-        key = offer.gang.key
-        if key == preemptor.key or any(pod in placed for pod in preemptor_pods):
+        if offer.gang.key == preemptor.key or any(pod in placed for pod in preemptor_pods):
             return True
-        untried.discard(key)
         if len(placed) == looked:
             return False
         looked = len(placed)
-        if not placeable_nowhere(preemptor.gang, index, ledger, state.order):
-            return False
-        return any(pod in placed for pod in victim_pods) or all(
-            placeable_nowhere(victim_gangs[key], index, ledger, state.order)
-            for key in untried
-            if key in victim_gangs  # a victim with nothing to place is never offered room
-        )
+        return placeable_nowhere(preemptor.gang, index, ledger, state.order)
 
     outcome = allocate_on_index(gangs, index, ledger, state.order, settled, pending, victims)
-    placed = outcome.placements
+    placed, attempts = outcome.placements, len(outcome.offers)
     if any(key in placed for key in preemptor_pods):
-        return Look(NextCycle.KEEPS)
+        return Look(NextCycle.KEEPS, None, attempts)
     left = {pod.node for pods in victims.values() for pod in pods}
     first = next((p.pod.group for p in placed.values() if p.node in left), None)
     if any(key in placed for key in victim_pods):
-        return Look(NextCycle.VICTIM_FIRST, first)
-    return Look(NextCycle.OUTRUN, first)
+        return Look(NextCycle.VICTIM_FIRST, first, attempts)
+    return Look(NextCycle.OUTRUN, first, attempts)
 
 
 def _readmitted(
@@ -144,17 +135,17 @@ def _readmitted(
     would stand for its queue in the order with an ask it cannot have, and put the queue
     behind its siblings (on the 100-node synthetic cluster a queue at its limit did, with
     a 16-pod gang; its victims were bound back the next cycle ahead of their reclaimers,
-    every other cycle). So `pending_offers` leaves them out, and only a gang under a queue
-    victims have left (this cycle or in this decision) is checked again."""
+    every other cycle). So `pending_offers` leaves them out, and only a gang whose breaking
+    cap's queue victims have left (this cycle or in this decision) is checked again."""
     freed = set(state.freed)
     for key in victims:
         freed.update(queue.name for queue in ledger.ancestry(state.groups[key].queue))
     memory_mib = state.inputs.memory_mib
     found: list[GangRequest] = []
     waiting: set[str] | None = None
-    for gang, queues in state.over_caps():
-        if gang.key == preemptor.key or queues.isdisjoint(freed):
-            continue
+    for gang, breaking in state.over_caps():
+        if gang.key == preemptor.key or breaking not in freed:
+            continue  # nothing left the subtree of the queue whose cap it breaks
         group = gang.group
         if ledger.fits(group.queue, gang.core_request(memory_mib), group.preemptible):
             if waiting is None:  # pipelined by a decision of this cycle: not pending

@@ -112,7 +112,7 @@ class EvictionState:
     _next_cycle: NodeIndex | None = None
     _ranked: RankedRoom | None = None
     _pending_offers: PendingOffers | None = None
-    _over_caps: list[tuple[GangRequest, frozenset[str]]] | None = None
+    _over_caps: list[tuple[GangRequest, str]] | None = None
     freed: set[str] = field(default_factory=set)
     """The queues (and their ancestors) victims have left this cycle: a gang `over_caps`
     found refused may fit under their caps again."""
@@ -373,21 +373,24 @@ class EvictionState:
         else:
             change(self.future[node])
 
-    def over_caps(self) -> list[tuple[GangRequest, frozenset[str]]]:
-        """The gangs still pending whose core a queue's cap refuses, each with its queue and
-        the queue's ancestors: the next cycle refuses them before it offers any room, so
-        they do not stand for their queue in its order (worked out when first asked, against
-        the ledger then; a gang not among them only sees its queues hold more after)."""
+    def over_caps(self) -> list[tuple[GangRequest, str]]:
+        """The gangs still pending whose core a queue's cap refuses, each with the queue whose
+        cap it breaks first: the next cycle refuses them before it offers any room, so they
+        do not stand for their queue in its order (worked out when first asked, against the
+        ledger then; a gang not among them only sees its queues hold more after). One fits
+        again only once a victim leaves that queue's subtree (`freed`)."""
         if self._over_caps is None:
             memory_mib = self.inputs.memory_mib
             ledger = self.ledger
             self._over_caps = [
-                (gang, frozenset(queue.name for queue in ledger.ancestry(gang.group.queue)))
+                (gang, queue)
                 for gang in self.inputs.unplaced
                 if gang.core
                 and not gang.growth
-                and ledger.check(
-                    gang.group.queue, gang.core_request(memory_mib), gang.group.preemptible
+                and (
+                    queue := ledger.breaking(
+                        gang.group.queue, gang.core_request(memory_mib), gang.group.preemptible
+                    )
                 )
                 is not None
             ]

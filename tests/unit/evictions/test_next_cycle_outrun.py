@@ -15,7 +15,7 @@ from kai.engine.cycle import run_cycle
 from kai.engine.evictions.budget import SearchBudget
 from kai.engine.evictions.decisions import Action
 from kai.engine.evictions.greedy_search import greedy_search
-from kai.engine.evictions.next_cycle import Look, NextCycle, next_cycle
+from kai.engine.evictions.next_cycle import NextCycle, next_cycle
 from kai.engine.evictions.rules import victim_options
 from kai.engine.model import EngineConfig, Snapshot
 from tests.unit.engine.builders import group, node, pod, queue, snapshot
@@ -47,7 +47,8 @@ def test_the_look_finds_the_reclaimer_overtaken() -> None:
     options = victim_options(state, Action.RECLAIM, small)
     scenario = greedy_search(state, Action.RECLAIM, small, options, SearchBudget(1.0))
     assert scenario is not None and set(scenario.evicted) == {"ns/borrowed"}
-    assert next_cycle(state, small, scenario) == Look(NextCycle.OUTRUN, "ns/big")
+    look = next_cycle(state, small, scenario)
+    assert (look.verdict, look.first) == (NextCycle.OUTRUN, "ns/big")
 
 
 def test_no_pod_is_evicted_for_a_reclaimer_the_next_cycle_would_not_place() -> None:
