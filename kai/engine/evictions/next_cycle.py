@@ -1,15 +1,17 @@
-"""Whether the next cycle's allocation would undo an eviction: the stability rule of reclaim and preempt.
+"""Whether the next cycle's allocation would place a preemptor: the stability rule of reclaim and preempt.
 
 An eviction frees room for a pending gang, which waits (pipelined) for the victims to
 leave. In the next cycle the victims are pending again, and allocation offers room in
-KAI's order; if that order puts a victim before the gang it was evicted for, the victim
-is bound straight back and the gang is evicted for again a cycle later, for ever. KAI
-guards against this by running a virtual allocation over each candidate solution (its
-victims, the preemptor and the other pending jobs) before committing it. Here the same
-greedy pass the cycle allocates with is run over the room the decision leaves, with the
-victims pending and every gang still pending (a sibling queue can take room freed under a
-shared parent's limit); a decision whose victims would be re-placed while its preemptor
-is still not placed is not made. Gangs pipelined by earlier decisions keep their seats.
+KAI's order. If that order puts a victim before the gang it was evicted for, the victim
+is bound straight back; if it puts other pending gangs first, they take the room. Either
+way the victims left for nothing and the gang evicts again a cycle later. KAI guards
+against both by running a virtual allocation over each candidate solution (its victims,
+the preemptor and the other pending jobs) and committing it only if the preemptor is
+allocated (kai-semantics §8.6). Here the same greedy pass the cycle allocates with is run
+over the room the decision leaves, with the victims pending and every gang still pending
+(a sibling queue can take room freed under a shared parent's limit); a decision is made
+only if the pass places its preemptor. Gangs pipelined by earlier decisions keep their
+seats.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ class NextCycle(Enum):
 
 @dataclass(frozen=True)
 class Look:
+    """What one look found, and what it cost."""
+
     verdict: NextCycle
     first: str | None = None
     """When the preemptor is not placed: the first gang the look placed where a victim
