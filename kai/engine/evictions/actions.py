@@ -510,13 +510,12 @@ def _choose(
     from kai.engine.evictions.victim_model import cp_sat_search
 
     order = VictimOrder(state, options, moves=action is Action.CONSOLIDATE)
-    refuses = None if looks is None else looks.refuses
     greedy = greedy_search(state, action, preemptor, options, budget, order)
     if greedy is not None and not greedy.evicted:
         return [greedy]  # it evicts nothing: no model can disrupt less, so none is built
     if not options:
         return []
-    if greedy is not None and refuses is not None and refuses(greedy):
+    if greedy is not None and looks is not None and looks.refuses(greedy):
         return [greedy]
     answer = cp_sat_search(state, action, preemptor, options, order, greedy, budget, models_left)
     budget.solver_spent += answer.work_seconds
