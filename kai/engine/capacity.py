@@ -106,6 +106,13 @@ class NodeCapacity:
             return False
         return not pod.gpu.is_fractional or self._has_devices_for(pod)
 
+    def has_gpus_for(self, pod: Pod) -> bool:
+        """The pod's GPUs alone fit here: idle devices for a whole ask, a device with room
+        (or an idle one) for a share."""
+        if pod.gpu.is_fractional:
+            return self._has_devices_for(pod)
+        return pod.gpu.whole <= self.whole_gpus
+
     def _has_devices_for(self, pod: Pod) -> bool:
         """`shared_candidates(pod) is not None`, counted without ranking the devices: a
         seating asks it of node after node, and the sort was most of a victim search."""

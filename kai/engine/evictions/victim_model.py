@@ -336,8 +336,12 @@ class VictimModel:
             self.moved_shapes.append(pods)
             terms = []
             for name in sorted(nodes):
-                # A moved pod goes where there is room now, or where other victims leave room.
-                if name not in relevant and self.state.future[name].whole_gpus < whole:
+                # A moved pod goes where there are GPUs for it now, or where other victims
+                # leave room. A shared device with room counts for a share: counting only
+                # a share's cores and memory, a moved half GPU could go to 815 of 1,000
+                # nodes, most of a consolidation model's build.
+                cap = self.state.future[name]
+                if name not in relevant and not any(cap.has_gpus_for(pod) for pod in pods):
                     continue
                 most = _fit_count(self._potential(name), whole, cpu, memory, len(pods))
                 if most <= 0:

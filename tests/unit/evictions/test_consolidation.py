@@ -9,6 +9,7 @@ from kai.engine.evictions.decisions import MOVED, Action, Eviction, EvictionDeci
 from kai.engine.evictions.greedy_search import greedy_search
 from kai.engine.evictions.rules import victim_options
 from kai.engine.evictions.scenario import Scenario
+from kai.engine.evictions.victim_model import Answer, VictimModel, cp_sat_search
 from kai.engine.evictions.victim_order import VictimOrder
 from kai.engine.model import EngineConfig, EvictionConfig, Snapshot
 from kai.engine.validator import EvictionAudit
@@ -111,3 +112,52 @@ def test_the_validator_accepts_a_fraction_moved_to_another_device_only() -> None
     assert EvictionAudit(snap, EngineConfig(), []).check(_decision(("dev-a",))) == []
     problems = EvictionAudit(snap, EngineConfig(), []).check(_decision(("dev-b",)))
     assert any("stays on n0" in p for p in problems)
+
+
+def elsewhere() -> Snapshot:
+    """n0's one device holds a preemptible half (a) where a 1-GPU pod waits; n1's device has a
+    half free beside a fixed half (c); n2's device is taken whole by a fixed pod (d). Only
+    the victim's share counts on n2's cores and memory, which are free."""
+    return snapshot(
+        [node(name, gpus=1, gpu_memory_mib=100) for name in ("n0", "n1", "n2")],
+        [
+            pod("a-0", "a", portion=HALF, node_name="n0", gpu_groups=("dev-a",)),
+            pod("c-0", "c", portion=HALF, node_name="n1", gpu_groups=("dev-c",)),
+            pod("d-0", "d", 1, node_name="n2"),
+            pod("whole-0", "whole", 1),
+        ],
+        [
+            group("a", "q"),
+            group("c", "q", preemptible=False),
+            group("d", "q", preemptible=False),
+            group("whole", "q"),
+        ],
+        [queue("q")],
+    )
+
+
+def _model(snap: Snapshot, key: str) -> tuple[VictimModel, Answer]:
+    state = eviction_state(snap)
+    who = preemptor(state, key)
+    options = victim_options(state, Action.CONSOLIDATE, who)
+    order = VictimOrder(state, options, moves=True)
+    built = VictimModel(state, Action.CONSOLIDATE, who, options, order, None)
+    answer = cp_sat_search(
+        state, Action.CONSOLIDATE, who, options, order, None, SearchBudget(5.0), 1
+    )
+    return built, answer
+
+
+def test_the_model_moves_a_share_to_a_device_with_room_on_another_node() -> None:
+    _, answer = _model(elsewhere(), "ns/whole")
+    assert answer.scenario is not None
+    [(moved, where, devices)] = answer.scenario.moves
+    assert (moved.key, where, devices) == ("ns/a-0", "n1", ("dev-c",))
+    [(seated, seat, _)] = answer.scenario.seats
+    assert (seated.key, seat) == ("ns/whole-0", "n0")
+
+
+def test_the_model_moves_a_share_only_where_a_device_has_room_for_it() -> None:
+    built, _ = _model(elsewhere(), "ns/whole")
+    # n0 is where the victim leaves; n2 has cores and memory for the share, not a device.
+    assert sorted(node for _, node in built.move) == ["n0", "n1"]
