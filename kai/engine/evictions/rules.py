@@ -109,7 +109,9 @@ def _candidates(
             )
         elif action is Action.RECLAIM:
             found = None
-            if queue != group.queue and _side_may_give(state, preemptor, queue):
+            # A gang whose Queue was deleted while it ran has no share to weigh it against.
+            known = queue in queues
+            if known and queue != group.queue and _side_may_give(state, preemptor, queue):
                 found = reclaim_min_runtime(
                     queues,
                     group.queue,

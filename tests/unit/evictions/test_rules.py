@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from kai.engine.cycle import run_cycle
 from kai.engine.evictions.decisions import (
     GUARANTEE_DESERVED_QUOTA,
     LOWER_PRIORITY,
@@ -14,7 +15,9 @@ from kai.engine.evictions.options import VictimOption
 from kai.engine.evictions.reclaim_rules import can_reclaim
 from kai.engine.evictions.rules import check, victim_options
 from kai.engine.evictions.state import EvictionState
+from kai.engine.model import EngineConfig
 from kai.engine.resources import Resources
+from tests.unit.engine.builders import group, node, pod, queue, snapshot
 from tests.unit.evictions.clusters import (
     chunk_cluster,
     departments,
@@ -107,3 +110,20 @@ def test_preempt_takes_only_strictly_lower_priority_preemptible_unprotected_work
 def test_queue_usage_the_rules_read_is_the_snapshots() -> None:
     state = eviction_state(chunk_cluster())
     assert state.ledger.allocated["b"] == Resources.of(6)
+
+
+def test_a_gang_running_in_a_deleted_queue_is_no_reclaim_victim_and_breaks_no_cycle() -> None:
+    """Its Queue was deleted while it ran: reclaim has no share to weigh it against, so
+    it takes from the queues that exist (and the cycle goes on)."""
+    snap = snapshot(
+        [node("n0", gpus=2)],
+        [
+            pod("orphan-0", "orphan", 1, node_name="n0"),
+            pod("over-0", "over", 1, node_name="n0"),
+            pod("claim-0", "claim", 1),
+        ],
+        [group("orphan", "gone"), group("over", "lender"), group("claim", "claimer")],
+        [queue("lender", gpu_quota=0), queue("claimer", gpu_quota=1)],
+    )
+    result = run_cycle(snap, EngineConfig(time_limit_seconds=0))
+    assert [e.pod for e in result.evictions] == ["ns/over-0"]
