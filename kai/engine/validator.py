@@ -356,6 +356,9 @@ _RULES_BY_ACTION = {
 _TAKES_BACK = (Action.PREEMPT,)
 """The action that may take a pod bound this cycle before it binds (`kai.engine.evictions.gangs`
 says why only preempt)."""
+_TAKES_BACK_PROMISED = (Action.RECLAIM, Action.PREEMPT)
+"""The actions that may take a pod consolidation pipelined this cycle for its preemptor
+before it binds, as KAI's later actions may (`EvictionState.promised`)."""
 Amount = tuple[Fraction, Fraction, Fraction]  # gpu, cpu, memory
 
 
@@ -417,7 +420,8 @@ class EvictionAudit:
         # may wait for room for the rest, and preempt may take them back.
         self._bound = {binding.pod: binding.node for binding in bindings}
         self._gone: set[str] = set()
-        self._waiting: set[str] = set()
+        self._waiting: dict[str, str] = {}  # pipelined pod -> its node
+        self._promised: set[str] = set()  # pipelined for consolidation's preemptors
         self._held: dict[str, list[Fraction]] = defaultdict(lambda: [Fraction(0)] * 3)
         self._held_np: dict[str, list[Fraction]] = defaultdict(lambda: [Fraction(0)] * 3)
         self._running: dict[str, set[str]] = defaultdict(set)
@@ -467,8 +471,11 @@ class EvictionAudit:
         for record in decision.pipelined:
             pod = self._pods[record.pod]
             if pod.key not in self._gone:
-                self._waiting.add(pod.key)
+                self._waiting[pod.key] = record.node
                 self._count(pod.group, self._amount(pod, record.node), 1)
+                if decision.action is Action.CONSOLIDATE and pod.group == decision.preemptor:
+                    self._promised.add(pod.key)
+                    self._running[pod.group].add(pod.key)
 
     # -- evictions and gang integrity ---------------------------------------------------
     def _check_evictions(self, decision: EvictionDecision) -> list[str]:
@@ -479,11 +486,13 @@ class EvictionAudit:
             if pod is None or pod.group != eviction.group or self._node_of(pod) != eviction.node:
                 problems.append(f"evicted pod {eviction.pod} is not on {eviction.node}")
             elif eviction.pod in self._gone or not (
-                pod.phase is PodPhase.BOUND or pod.key in self._bound
+                pod.phase is PodPhase.BOUND or pod.key in self._bound or pod.key in self._promised
             ):
                 problems.append(f"evicted pod {eviction.pod} is not running")
             elif pod.key in self._bound and decision.action not in _TAKES_BACK:
                 problems.append(f"{eviction.pod}, placed this cycle, may not be taken back")
+            elif pod.key in self._promised and decision.action not in _TAKES_BACK_PROMISED:
+                problems.append(f"{eviction.pod}, pipelined this cycle, may not be taken back")
             if eviction.action is not decision.action or eviction.rule not in allowed:
                 problems.append(f"eviction of {eviction.pod} names {eviction.rule}")
         moved = {record.pod for record in decision.pipelined}
@@ -763,7 +772,9 @@ class EvictionAudit:
 
     # -- helpers ------------------------------------------------------------------------
     def _node_of(self, pod: Pod) -> str | None:
-        """Where the pod runs, or was bound this cycle."""
+        """Where the pod runs, or was bound or promised this cycle."""
+        if pod.key in self._promised:
+            return self._waiting[pod.key]
         return self._bound.get(pod.key, pod.node)
 
     def _amount(self, pod: Pod, node: str | None) -> Amount:

@@ -91,7 +91,8 @@ class EvictionOutcome:
     report: EvictionReport
     taken_back: tuple[Eviction, ...] = ()
     """Pods the allocation placed this cycle that preempt took for its preemptor before they
-    bind: not bound, and not evicted (nothing was started, nothing is deleted)."""
+    bind, and pods consolidation pipelined that reclaim or preempt took: not bound, and not
+    evicted (nothing was started, nothing is deleted)."""
 
 
 @dataclass
@@ -218,7 +219,11 @@ def _run_evictions(inputs: EvictionInputs, audit: _Audit) -> EvictionOutcome:
         carried += budget.solver_spent
         tally.solver_seconds += budget.solver_spent
         tally.work += budget.search_spent + budget.model_spent
-    taken_back = {key: e for key, e in state.evicted.items() if key in inputs.placements}
+    taken_back = {
+        key: e
+        for key, e in state.evicted.items()
+        if key in inputs.placements or key in state.promised
+    }
     placed = (set(inputs.placements) - set(taken_back)) | set(state.pipelined)
     stale = stale_gangs(
         state.may_be_stale,
@@ -626,12 +631,14 @@ def _at_most(smaller: Size, larger: Size) -> bool:
 
 def _waiting_messages(state: EvictionState) -> dict[str, str]:
     whole = {gang.key for gang in state.inputs.unplaced if gang.core}
-    placed = state.inputs.placements
+    placed = {*state.inputs.placements, *state.promised}  # taken back, they never started
     messages: dict[str, str] = {}
     for decision in state.decisions:
         if decision.preemptor is None:
             continue
         seats = [record for record in decision.pipelined if record.group == decision.preemptor]
+        if not any(record.pod in state.pipelined for record in seats):
+            continue  # a later action took them back
         # A gang that runs grows pod by pod; one that waits binds whole.
         binds = "the gang binds as a whole" if decision.preemptor in whole else "the pods bind"
         when = "once they have left"

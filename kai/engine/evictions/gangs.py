@@ -7,11 +7,13 @@ each surplus pod is one chunk and a gang's core (its minimum) is one more.
 
 The pods this cycle's allocation placed count as their gang's, as KAI's allocated
 tasks do in its later actions, and preempt may take them back before they bind,
-instead of evicting them a cycle after they started. Reclaim and consolidation take
-running pods only. Reclaim taking back too was measured and left out (docs/benchmarks.md):
-every placed gang of a queue above its fair share became an option of its victim models,
-which cost the 1,000-node cycle up to 0.4 s more, and the fewer evictions it seemed to
-bring over ten simulated rounds were its search budget's.
+instead of evicting them a cycle after they started. Reclaim taking back the allocation's
+placements too was measured and left out (docs/benchmarks.md): every placed gang of a
+queue above its fair share became an option of its victim models, which cost the
+1,000-node cycle up to 0.4 s more, and the fewer evictions it seemed to bring over ten
+simulated rounds were its search budget's. What consolidation pipelined for its
+preemptors (a few gangs a cycle) reclaim and preempt may take back
+(`EvictionState.promised`); consolidation moves running pods only.
 """
 
 from __future__ import annotations

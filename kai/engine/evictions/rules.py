@@ -134,7 +134,7 @@ def _candidates(
             for gang in state.running_in(queue)
         )
     else:  # consolidation moves running pods; the allocation placed its own where it chose
-        candidates = state.bound_gangs(state.running.values())
+        candidates = state.started_gangs()
     for gang in candidates:
         victim = gang.group
         if not victim.preemptible or gang.key == preemptor.key:

@@ -6,7 +6,8 @@ Releasing pods and this cycle's victims give their room back there, and pods
 placed on it are pipelined, not bound. Queue usage follows the decisions: a
 victim stops counting for its queue, a pipelined gang starts counting for its own,
 so each later decision in the cycle sees the earlier ones. The pods allocation placed
-that preempt may take back count among their gangs' running pods (`placed`).
+that preempt may take back count among their gangs' running pods (`placed`), and so do
+the pods consolidation pipelined, which reclaim and preempt may take back (`promised`).
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ from kai.engine.accounting import pods_by_group
 from kai.engine.budget import QueueBudget
 from kai.engine.capacity import NodeCapacity, initial_capacity
 from kai.engine.eligibility import EligibilityIndex
-from kai.engine.evictions.decisions import Eviction, EvictionDecision, PipelinedPod
+from kai.engine.evictions.decisions import Action, Eviction, EvictionDecision, PipelinedPod
 from kai.engine.evictions.gangs import RunningGang, running_gangs
 from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.room import Overlay, RankedRoom, Seat, release
 from kai.engine.fairshare import QueueShare
 from kai.engine.fragmentation import Fragmentation
-from kai.engine.gangs import GangRequest, pod_resources
+from kai.engine.gangs import GangRequest, pod_resources, task_order_key
 from kai.engine.greedy import KaiOrder, PodPlacement
 from kai.engine.job_order import PendingOffers
 from kai.engine.model import (
@@ -116,6 +117,11 @@ class EvictionState:
     freed: set[str] = field(default_factory=set)
     """The queues (and their ancestors) victims have left this cycle: a gang `over_caps`
     found refused may fit under their caps again."""
+    promised: dict[str, Pod] = field(default_factory=dict)
+    """The pods consolidation pipelined for its preemptors this cycle, by key, each with
+    its node and devices set: they count among their gang's running pods, and reclaim or
+    preempt may take them back before they bind, as KAI's later actions take the tasks its
+    consolidation pipelined. Taken back, a pod is no longer pipelined, nor evicted."""
 
     @classmethod
     def start(cls, inputs: EvictionInputs) -> EvictionState:
@@ -195,6 +201,17 @@ class EvictionState:
             bound
             for gang in gangs
             if (bound := gang.without(placed) if gang.key in groups else gang) is not None
+        ]
+
+    def started_gangs(self) -> list[RunningGang]:
+        """The running gangs without this cycle's placements or promised pods: what
+        consolidation may move (it moves pods that run, and none twice)."""
+        promised = self.promised
+        groups = {pod.group for pod in promised.values()}
+        return [
+            started
+            for gang in self.bound_gangs(self.running.values())
+            if (started := gang.without(promised) if gang.key in groups else gang) is not None
         ]
 
     @property
@@ -337,6 +354,7 @@ class EvictionState:
             self.ledger.add(group.queue, Resources() - self.usage[pod.key], group.preemptible)
             self.freed.update(queue.name for queue in self.ledger.ancestry(group.queue))
             self.evicted[pod.key] = eviction
+            self.pipelined.pop(pod.key, None)  # a promised pod taken back never binds
             leaving.setdefault(eviction.group, set()).add(pod.key)
         for key, gone in leaving.items():
             gang = self.running[key]
@@ -356,12 +374,32 @@ class EvictionState:
                 group.preemptible,
             )
             self.pipelined[record.pod] = record
+        if decision.action is Action.CONSOLIDATE:
+            self._promise(decision, seats)
         self.decisions.append(decision)
         self._free_gpus = None
         self._lowest_victim_priority = None
         self._by_queue = None
         if self._pending_offers is not None:
             self._pending_offers.discard({record.group for record in decision.pipelined})
+
+    def _promise(self, decision: EvictionDecision, seats: Sequence[Seat]) -> None:
+        """The preemptor's pods the decision pipelined join its gang's running pods."""
+        promised = [
+            dataclasses.replace(pod, node=node, gpu_groups=gpu_groups)
+            for pod, node, gpu_groups in seats
+            if pod.group == decision.preemptor
+        ]
+        if not promised:
+            return
+        memory = {node.name: node.gpu_memory_mib for node in self.inputs.snapshot.nodes}
+        for pod in promised:
+            self.promised[pod.key] = pod
+            self.usage[pod.key] = pod_resources(pod, memory[pod.node or ""])
+        group = self.groups[promised[0].group]
+        earlier = self.running.get(group.key)
+        pods = (*earlier.pods, *promised) if earlier is not None else tuple(promised)
+        self.running[group.key] = RunningGang(group, tuple(sorted(pods, key=task_order_key)))
 
     def _change(self, node: str, change: Callable[[NodeCapacity], object]) -> None:
         """Change the node's future room, and the next-cycle index with it. The index goes

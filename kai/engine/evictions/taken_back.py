@@ -1,10 +1,11 @@
-"""What a gang is told when preempt takes back pods the allocation placed this cycle.
+"""What a gang is told when pods placed this cycle are taken back before they bind.
 
-KAI's eviction actions see the tasks its allocate placed in the same session as running
-and may take them for a preemptor; those tasks never bind. kai's preempt does the same
-(`kai.engine.evictions.gangs` says why preempt only): a pod it takes back is neither
-bound nor evicted (nothing started, nothing is deleted), and its gang's decision says
-which action took it, for whom and under which rule. A gang left with nothing running
+KAI's eviction actions see the tasks its allocate placed or its consolidation pipelined
+in the same session as running, and may take them for a preemptor; those tasks never
+bind. kai's preempt takes the allocation's placements, and reclaim and preempt what
+consolidation pipelined (`kai.engine.evictions.gangs` says why no more): a pod taken back
+is neither bound nor evicted (nothing started, nothing is deleted), and its gang's
+decision says which action took it, for whom and under which rule. A gang left with nothing running
 or bound waits; one that still runs says why its taken pods wait.
 """
 

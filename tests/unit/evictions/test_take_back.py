@@ -1,4 +1,4 @@
-"""Reclaim and preempt take back what the allocation placed in the same cycle, before it binds.
+"""Preempt takes back what the allocation placed in the same cycle, before it binds.
 
 KAI's eviction actions see the tasks its allocate placed in the session as running, and
 take them for a preemptor; those tasks never bind (KAI's case "Full subgroup allocate
