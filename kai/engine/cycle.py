@@ -338,8 +338,13 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
     )
     if future_problems:
         raise EngineInvariantError("evictions failed validation: " + "; ".join(future_problems))
-    for key, message in outcome.waiting.items():
-        decisions[key] = GroupDecision(key, groups[key].queue, False, PIPELINED, message)
+    for key, waits in outcome.waiting.items():
+        # A gang that runs, or whose minimum the allocation placed, still runs: only its
+        # pods beyond the minimum wait, pipelined (the allocation's decision said so).
+        allocated = decisions.get(key)
+        runs = allocated is not None and allocated.scheduled
+        message = f"the gang runs; {waits}" if runs else waits
+        decisions[key] = GroupDecision(key, groups[key].queue, runs, PIPELINED, message)
     for key, why in outcome.held_back.items():
         pending = decisions.get(key)
         if pending is not None and pending.reason not in (None, PIPELINED):

@@ -42,8 +42,11 @@ def test_the_pod_left_after_the_core_reclaims_in_the_same_cycle() -> None:
         assert waiting.pod.startswith("ns/claim-") and waiting.pod not in bound
         assert result.eviction_report is not None
         assert result.eviction_report.validator_violations == 0
-        assert result.groups["ns/claim"].message == (
-            "1 pods pipelined: 1 pods evicted by reclaim are still leaving; "
+        # Its core is bound this cycle: the gang runs, and its PodGroup says so.
+        decision = result.groups["ns/claim"]
+        assert decision.scheduled and decision.reason == "Pipelined"
+        assert decision.message == (
+            "the gang runs; 1 pods pipelined: 1 pods evicted by reclaim are still leaving; "
             "the pods bind once they have left"
         )
 
