@@ -295,6 +295,14 @@ async def events_for(api: client.ApiClient, namespace: str, name: str) -> list[c
     return events
 
 
+async def told_unschedulable(api: client.ApiClient, namespace: str, name: str, *parts: str) -> bool:
+    """Whether the object has an Unschedulable event whose message holds every part."""
+    return any(
+        event.reason == "Unschedulable" and all(part in (event.message or "") for part in parts)
+        for event in await events_for(api, namespace, name)
+    )
+
+
 async def wait_bound(
     api: client.ApiClient, namespace: str, count: int, timeout: float = 120
 ) -> None:

@@ -17,11 +17,11 @@ from kai_operator_support import (
     bound_pods,
     create_queue,
     delete_queue,
-    events_for,
     gpu_pod,
     operator_config,
     pods_in,
     running_operator,
+    told_unschedulable,
     unique,
     wait_for,
 )
@@ -77,12 +77,8 @@ async def test_preempt_takes_back_a_placement_of_its_cycle_which_is_never_bound(
             await wait_for("the two running pods evicted", victims_evicted)
 
             async def late_told() -> bool:
-                events = await events_for(api, namespace, "late")
-                return any(
-                    e.reason == "Unschedulable"
-                    and "taken back before binding by preempt for" in (e.message or "")
-                    for e in events
-                )
+                taken = "taken back before binding by preempt for"
+                return await told_unschedulable(api, namespace, "late", taken)
 
             await wait_for("an Unschedulable event naming the take-back on late", late_told)
 

@@ -16,11 +16,11 @@ from kai_operator_support import (
     bound_pods,
     create_queue,
     delete_queue,
-    events_for,
     gpu_pod,
     operator_config,
     pods_in,
     running_operator,
+    told_unschedulable,
     unique,
     wait_for,
 )
@@ -65,13 +65,8 @@ async def test_reclaim_takes_back_what_consolidation_pipelined_which_is_never_bo
 
             async def wide_told() -> bool:
                 assert "wide" not in await bound_pods(api, namespace)
-                events = await events_for(api, namespace, "wide")
-                return any(
-                    e.reason == "Unschedulable"
-                    and f"taken back before binding by reclaim for {namespace}/"
-                    in (e.message or "")
-                    for e in events
-                )
+                taken = f"taken back before binding by reclaim for {namespace}/"
+                return await told_unschedulable(api, namespace, "wide", taken)
 
             await wait_for("an Unschedulable event naming the take-back on wide", wide_told)
 
