@@ -5,8 +5,8 @@ in the same session as running, and may take them for a preemptor; those tasks n
 bind. kai's preempt takes the allocation's placements, and reclaim and preempt what
 consolidation pipelined (`kai.engine.evictions.gangs` says why no more): a pod taken back
 is neither bound nor evicted (nothing started, nothing is deleted), and its gang's
-decision says which action took it, for whom and under which rule. A gang left with nothing running
-or bound waits; one that still runs says why its taken pods wait.
+decision says which action took it, for whom and under which rule. A gang left with
+nothing running or bound waits; one that still runs says why its taken pods wait.
 """
 
 from __future__ import annotations
