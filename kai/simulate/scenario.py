@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from kai.api.errors import ManifestError
+from kai.api.errors import ManifestError, ObjectRef, object_ref
 from kai.api.parse import ParsedObjects, SourcedObject, parse_objects, parse_pod, parse_pod_group
 from kai.api.shards import NODE_POOL_LABEL_KEY
 from kai.engine.model import Pod, PodGroup, Snapshot
@@ -49,7 +49,7 @@ def load_scenario(
         and not _is_expansion(item, expanded)
     ]
     problems += [
-        f"{item.source}: {item.manifest.get('kind')} {_name(item.manifest)}: kind: "
+        f"{item.source}: {_reference(item.manifest)}: kind: "
         f"{item.manifest.get('apiVersion')} {item.manifest.get('kind')} is not supported"
         for item in unsupported
     ]
@@ -114,7 +114,9 @@ def _group_pods(
     return pods, groups
 
 
-def _name(manifest: Mapping[str, Any]) -> str:
-    meta = manifest.get("metadata") or {}
-    namespace = meta.get("namespace")
-    return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
+def _reference(manifest: Mapping[str, Any]) -> ObjectRef:
+    """An object kai does not read, named as leniently as a broken one it reads: its
+    metadata may be anything."""
+    metadata = manifest.get("metadata")
+    namespaced = isinstance(metadata, Mapping) and bool(metadata.get("namespace"))
+    return object_ref(str(manifest.get("kind")), manifest, namespaced=namespaced)
