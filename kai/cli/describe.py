@@ -22,6 +22,7 @@ from fractions import Fraction
 from typing import Any
 
 from kai.api.constants import default_priority_classes
+from kai.api.errors import naming_unreadable
 from kai.cli.attribution import Attribution, live_view
 from kai.engine.resources import Resources
 from kai.grouping import PodGroupPlan, plan_pod_group, resolve_owner_chain
@@ -79,6 +80,18 @@ def describe_workload(
     definition = registry.find(gvk)
     if definition is None:
         raise NoDefinitionError(gvk.api_version, gvk.kind)
+    with naming_unreadable(object_ref(obj)):
+        return _described(obj, definition, registry, priority_classes, file_mode, pods)
+
+
+def _described(
+    obj: Mapping[str, Any],
+    definition: WorkloadDefinition,
+    registry: DefinitionRegistry,
+    priority_classes: Mapping[str, int] | None,
+    file_mode: bool,
+    pods: Sequence[Mapping[str, Any]] | None,
+) -> dict[str, Any]:
     structure = extract_structure(definition, obj, registry.jq)
     attribution = None if pods is None else Attribution(definition, pods, registry)
     components = _components(structure, attribution)
@@ -113,6 +126,8 @@ def workload_view(
     """A workload's identity, definition and phases: a row of `kai workload get`, and the head
     of the describe document, so the two cannot disagree about a workload's phase."""
     meta = metadata(obj)
+    with naming_unreadable(object_ref(obj)):  # one bad row must not cost the whole listing
+        phases = workload_phases(definition, obj, jq)
     return {
         "apiVersion": obj.get("apiVersion"),
         "kind": obj.get("kind"),
@@ -121,7 +136,7 @@ def workload_view(
         "createdAt": meta.get("creationTimestamp"),
         "definition": definition.name,
         "origin": definition.origin,
-        "phases": workload_phases(definition, obj, jq),
+        "phases": phases,
     }
 
 

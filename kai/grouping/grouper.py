@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kai.api.constants import BUILD_PRIORITY_CLASS, INFERENCE_PRIORITY_CLASS
+from kai.api.errors import naming_unreadable
 from kai.api.shards import NODE_POOL_LABEL_KEY
 from kai.grouping.context import GroupingInput
 from kai.grouping.plan import GroupDecision, PodGroupPlan, build_plan, default_group_name
@@ -24,7 +25,7 @@ from kai.grouping.rules_grove import podcliqueset_rule
 from kai.grouping.rules_ray import ray_rule
 from kai.grouping.rules_serving import leaderworkerset_rule, per_pod_rule
 from kai.grouping.rules_training import training_rule
-from kai.workloads.objects import annotations_of, gvk_of, labels_of
+from kai.workloads.objects import annotations_of, gvk_of, labels_of, object_ref
 from kai.workloads.registry import DefinitionRegistry
 
 SKIP_PODGROUPER_ANNOTATION = "kai.scheduler/skip-podgrouper"
@@ -109,15 +110,19 @@ def plan_pod_group(
     `owner_chain` runs from the pod's controller owner up to the top owner (empty for
     an owner-less pod). A pod or owner annotated `kai.scheduler/skip-podgrouper: "true"`
     brings its own PodGroup, so there is nothing to plan. Raises GroupingError or
-    ManifestError (naming the object and field) when the owner's spec is unusable.
+    ManifestError (naming the object and field) when the owner's spec is unusable; an
+    owner whose values have a shape the rules cannot read is named as a whole.
     """
-    if any(
-        annotations_of(obj).get(SKIP_PODGROUPER_ANNOTATION) == "true" for obj in (pod, *owner_chain)
-    ):
-        return None
-    inp = _delegated(GroupingInput(pod, tuple(owner_chain), registry))
-    decision = _decide(inp)
-    return build_plan(pod, inp.top, decision, priority_classes, node_pool_label)
+    top = owner_chain[-1] if owner_chain else pod
+    with naming_unreadable(object_ref(top)):
+        if any(
+            annotations_of(obj).get(SKIP_PODGROUPER_ANNOTATION) == "true"
+            for obj in (pod, *owner_chain)
+        ):
+            return None
+        inp = _delegated(GroupingInput(pod, tuple(owner_chain), registry))
+        decision = _decide(inp)
+        return build_plan(pod, inp.top, decision, priority_classes, node_pool_label)
 
 
 def rule_for(api_version: str, kind: str) -> Rule | None:

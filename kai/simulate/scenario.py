@@ -37,9 +37,10 @@ def load_scenario(
     """The snapshot the documents describe; pods are grouped with `node_pool_label` as the
     pool label (`--node-pool-label`), as `kai run`'s grouper."""
     registry = catalog_registry()
-    expanded = _expand_workloads(documents, registry)
+    problems: list[str] = []
+    expanded = _expand_workloads(documents, registry, problems)
     parsed = parse_objects([*documents, *expanded])
-    problems = list(parsed.problems)
+    problems += parsed.problems
     unsupported = [
         item
         for item in parsed.others
@@ -67,7 +68,7 @@ def load_scenario(
 
 
 def _expand_workloads(
-    documents: Sequence[tuple[str, object]], registry: DefinitionRegistry
+    documents: Sequence[tuple[str, object]], registry: DefinitionRegistry, problems: list[str]
 ) -> list[tuple[str, object]]:
     result: list[tuple[str, object]] = []
     for source, doc in documents:
@@ -77,7 +78,10 @@ def _expand_workloads(
         if kind in ("Pod", "Node", "Queue", "PodGroup", "PriorityClass", "Topology", "List"):
             continue
         if is_workload_kind(api_version, kind, registry):
-            result += [(source, obj) for obj in expand_workload(doc, registry)]
+            try:
+                result += [(source, obj) for obj in expand_workload(doc, registry)]
+            except ManifestError as error:
+                problems += [f"{source}: {e}" for e in error.all_errors]
     return result
 
 

@@ -19,10 +19,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kai.api.errors import naming_unreadable
 from kai.workloads.controllers import CONTROLLERS
 from kai.workloads.definition import ComponentDefinition, WorkloadDefinition
 from kai.workloads.jqsafe import simple_path
-from kai.workloads.objects import gvk_of, name_of
+from kai.workloads.objects import gvk_of, name_of, object_ref
 from kai.workloads.registry import DefinitionRegistry
 from kai.workloads.structure import ComponentInstance, WorkloadStructure, extract_structure
 from kai.workloads.synth import owned_object, pod_from_template
@@ -48,18 +49,21 @@ def is_workload_kind(api_version: str, kind: str, registry: DefinitionRegistry) 
 def expand_workload(obj: Mapping[str, Any], registry: DefinitionRegistry) -> list[dict[str, Any]]:
     """The objects the workload's controllers would create, owners before what they own.
 
-    Pods are included (a Pod expands to itself); the workload object is not.
+    Pods are included (a Pod expands to itself); the workload object is not. A workload
+    whose values have a shape its controller cannot read is a ManifestError naming it.
     """
     gvk = gvk_of(obj)
     if gvk.group == "" and gvk.kind == "Pod":
         return [dict(obj)]
     controller = CONTROLLERS.get((gvk.group, gvk.kind))
-    if controller is not None:
-        return controller(obj)
     definition = registry.get(gvk)
-    if definition is None:
+    if controller is None and definition is None:
         raise NotAWorkloadError(f"no controller or definition is known for {gvk} {name_of(obj)}")
-    return _from_definition(definition, extract_structure(definition, obj, registry.jq))
+    with naming_unreadable(object_ref(obj)):
+        if controller is not None:
+            return controller(obj)
+        assert definition is not None
+        return _from_definition(definition, extract_structure(definition, obj, registry.jq))
 
 
 def _from_definition(
