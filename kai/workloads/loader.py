@@ -45,6 +45,7 @@ from kai.workloads.definition import (
 )
 from kai.workloads.jqeval import JqEvaluator
 from kai.workloads.jqsafe import simple_path
+from kai.workloads.objects import name_of
 
 API_VERSION = "run.ai/v1alpha1"
 KIND = "Karta"
@@ -90,8 +91,8 @@ def load_definition(
     """The definition in `document`, or InvalidDefinitionError listing every problem."""
     definition, problems = _read(document, jq, origin)
     if problems or definition is None:
-        name = document.get("metadata", {}).get("name", "") if isinstance(document, dict) else ""
-        raise InvalidDefinitionError(str(name), problems)
+        name = name_of(document) if isinstance(document, Mapping) else ""
+        raise InvalidDefinitionError(name, problems)
     return definition
 
 

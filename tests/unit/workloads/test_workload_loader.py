@@ -217,3 +217,9 @@ def test_a_document_of_another_kind_is_refused() -> None:
         "kind",
         "spec.structureDefinition",
     }
+
+
+def test_a_definition_whose_metadata_is_not_a_mapping_is_refused_not_a_crash() -> None:
+    document = variant(lambda d: d.update(metadata="example"))
+    with pytest.raises(InvalidDefinitionError, match=r"^Karta <unnamed> is invalid: "):
+        load_definition(document, JqEvaluator())
