@@ -11,7 +11,6 @@ examples; `tests/scenarios/invalid/unsupported_kinds.yaml` pins it.)
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from kai.engine.model import EngineConfig
 from kai.simulate.report import build_document, render
 from kai.simulate.rounds import simulate
 from kai.simulate.scenario import InvalidScenarioError, load_scenario
+from tests.unit.manifest_edits import edit_carelessly
 
 DEMO = Path(__file__).parents[2] / "examples" / "demo-cluster.yaml"
 DOCUMENTS = [doc for doc in yaml.safe_load_all(DEMO.read_text()) if doc]
@@ -34,33 +34,10 @@ ODD_VALUES: list[Any] = [
 SOURCE = "demo.yaml"
 
 
-def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    if prefix:
-        yield prefix
-    items = (
-        value.items()
-        if isinstance(value, dict)
-        else enumerate(value)
-        if isinstance(value, list)
-        else ()
-    )
-    for key, child in items:
-        yield from _paths(child, (*prefix, key))
-
-
 @st.composite
 def _edited(draw: st.DrawFn) -> list[Any]:
     documents = copy.deepcopy(DOCUMENTS)
-    for _ in range(draw(st.integers(1, 3))):
-        document = draw(st.sampled_from(documents))
-        path = draw(st.sampled_from(list(_paths(document))))
-        parent = document
-        for key in path[:-1]:
-            parent = parent[key]
-        if isinstance(parent, dict) and draw(st.booleans()):
-            del parent[path[-1]]
-        else:
-            parent[path[-1]] = copy.deepcopy(draw(st.sampled_from(ODD_VALUES)))
+    edit_carelessly(draw, documents, ODD_VALUES)
     return documents
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from kai.workloads.catalog import catalog_registry
 from kai.workloads.expansion import expand_workload, is_workload_kind
 from kai.workloads.jqeval import JqError
 from tests.unit.grouping.test_grouping_rules import obj, template
+from tests.unit.manifest_edits import edit_carelessly
 
 REGISTRY = catalog_registry()
 CLASSES = default_priority_classes()
@@ -75,36 +75,13 @@ def test_describe_names_a_workload_it_cannot_read() -> None:
         describe_workload(deployment, REGISTRY)
 
 
-def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    if prefix:
-        yield prefix
-    if isinstance(value, dict):
-        items: Any = value.items()
-    elif isinstance(value, list):
-        items = enumerate(value)
-    else:
-        items = ()
-    for key, child in items:
-        yield from _paths(child, (*prefix, key))
-
-
 @st.composite
 def _edited(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
     """A fixture workload as written, and the same one with one to three values changed
     (its kind and apiVersion kept, so the same rules read it)."""
     workload = draw(st.sampled_from(WORKLOADS))
     edited = copy.deepcopy(workload)
-    for _ in range(draw(st.integers(1, 3))):
-        path = draw(
-            st.sampled_from([p for p in _paths(edited) if p[0] not in ("apiVersion", "kind")])
-        )
-        parent = edited
-        for key in path[:-1]:
-            parent = parent[key]
-        if isinstance(parent, dict) and draw(st.booleans()):
-            del parent[path[-1]]
-        else:
-            parent[path[-1]] = copy.deepcopy(draw(st.sampled_from(ODD_VALUES)))
+    edit_carelessly(draw, [edited], ODD_VALUES, kept=frozenset({"apiVersion", "kind"}))
     return workload, edited
 
 
