@@ -1,7 +1,8 @@
 """What each workload controller creates, written from each project's public behaviour.
 
-Each function takes a workload object and returns the objects its controller
-would create, owners before the objects they own: intermediate objects (a
+Each function takes a workload object and the budget of objects its expansion may
+create (`kai.workloads.budget`, which also reads every count), and returns the objects
+its controller would create, owners before the objects they own: intermediate objects (a
 JobSet's Jobs, a Deployment's ReplicaSet, an LWS's StatefulSets) and the pods,
 with the labels and annotations the grouper and the definitions read. Names
 follow each controller's scheme; random suffixes become stable hashes.
@@ -12,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kai.workloads.budget import ExpansionBudget
 from kai.workloads.objects import labels_of, name_of, object_uid
 from kai.workloads.synth import owned_object, pod_from_template, short_hash, template_with_labels
 
 Objects = list[dict[str, Any]]
-Controller = Callable[[Mapping[str, Any]], Objects]
+Controller = Callable[[Mapping[str, Any], ExpansionBudget], Objects]
 
 
 def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -24,24 +26,26 @@ def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return spec if isinstance(spec, Mapping) else {}
 
 
-def _count(value: Any, default: int) -> int:
-    return default if value is None else int(str(value))
+def replicaset_pods(rs: Mapping[str, Any], budget: ExpansionBudget) -> Objects:
+    return _replicaset_pods(rs, budget.copies(_spec(rs).get("replicas"), 1, "spec.replicas"))
 
 
-def replicaset_pods(rs: Mapping[str, Any]) -> Objects:
+def _replicaset_pods(rs: Mapping[str, Any], copies: range) -> Objects:
     template = _spec(rs).get("template") or {}
     name = name_of(rs)
-    return [
-        pod_from_template(template, f"{name}-{short_hash(name, str(i))}", rs)
-        for i in range(_count(_spec(rs).get("replicas"), 1))
-    ]
+    return [pod_from_template(template, f"{name}-{short_hash(name, str(i))}", rs) for i in copies]
 
 
-def deployment(deploy: Mapping[str, Any]) -> Objects:
+def deployment(deploy: Mapping[str, Any], budget: ExpansionBudget) -> Objects:
+    return _deployment(deploy, budget.copies(_spec(deploy).get("replicas"), 1, "spec.replicas"))
+
+
+def _deployment(deploy: Mapping[str, Any], copies: range) -> Objects:
+    """The ReplicaSet and its pods, `copies` counted (and reserved) from wherever they are set."""
     template = _spec(deploy).get("template") or {}
     template_hash = short_hash(name_of(deploy), repr(template), length=10)
     stamped = template_with_labels(template, {"pod-template-hash": template_hash})
-    rs_spec = {"replicas": _count(_spec(deploy).get("replicas"), 1), "template": stamped}
+    rs_spec = {"replicas": len(copies), "template": stamped}
     rs = owned_object(
         "apps/v1",
         "ReplicaSet",
@@ -50,10 +54,10 @@ def deployment(deploy: Mapping[str, Any]) -> Objects:
         rs_spec,
         labels={**labels_of(deploy), "pod-template-hash": template_hash},
     )
-    return [rs, *replicaset_pods(rs)]
+    return [rs, *_replicaset_pods(rs, copies)]
 
 
-def statefulset(sts: Mapping[str, Any]) -> Objects:
+def statefulset(sts: Mapping[str, Any], budget: ExpansionBudget) -> Objects:
     template = _spec(sts).get("template") or {}
     name = name_of(sts)
     return [
@@ -66,17 +70,17 @@ def statefulset(sts: Mapping[str, Any]) -> Objects:
                 "apps.kubernetes.io/pod-index": str(ordinal),
             },
         )
-        for ordinal in range(_count(_spec(sts).get("replicas"), 1))
+        for ordinal in budget.copies(_spec(sts).get("replicas"), 1, "spec.replicas")
     ]
 
 
-def job(job_obj: Mapping[str, Any]) -> Objects:
+def job(job_obj: Mapping[str, Any], budget: ExpansionBudget) -> Objects:
     spec = _spec(job_obj)
     if spec.get("suspend") is True:
         return []
-    parallelism = _count(spec.get("parallelism"), 1)
-    completions = spec.get("completions")
-    active = parallelism if completions is None else min(parallelism, _count(completions, 1))
+    parallelism = budget.number(spec.get("parallelism"), 1, "spec.parallelism")
+    completions = budget.number(spec.get("completions"), parallelism, "spec.completions")
+    active = min(parallelism, completions)
     name = name_of(job_obj)
     uid = object_uid(job_obj)
     controller_labels = {
@@ -87,7 +91,7 @@ def job(job_obj: Mapping[str, Any]) -> Objects:
     }
     indexed = spec.get("completionMode") == "Indexed"
     pods = []
-    for index in range(active):
+    for index in budget.spend(active, "spec.parallelism"):
         extra = dict(controller_labels)
         annotations = {}
         pod_name = f"{name}-{short_hash(name, str(index))}"
@@ -101,7 +105,7 @@ def job(job_obj: Mapping[str, Any]) -> Objects:
     return pods
 
 
-def cronjob(cron: Mapping[str, Any]) -> Objects:
+def cronjob(cron: Mapping[str, Any], budget: ExpansionBudget) -> Objects:
     if _spec(cron).get("suspend") is True:
         return []
     template = _spec(cron).get("jobTemplate") or {}
@@ -115,17 +119,18 @@ def cronjob(cron: Mapping[str, Any]) -> Objects:
         labels=meta.get("labels"),
         annotations=meta.get("annotations"),
     )
-    return [child, *job(child)]
+    return [child, *job(child, budget.within("spec.jobTemplate"))]
 
 
-def jobset(js: Mapping[str, Any]) -> Objects:
+def jobset(js: Mapping[str, Any], budget: ExpansionBudget) -> Objects:
     objects: Objects = []
     name = name_of(js)
-    for replicated in _spec(js).get("replicatedJobs") or []:
+    for position, replicated in enumerate(_spec(js).get("replicatedJobs") or []):
+        at = budget.within(f"spec.replicatedJobs[{position}]")
         rj_name = str(replicated.get("name"))
-        replicas = _count(replicated.get("replicas"), 1)
+        replicas = at.number(replicated.get("replicas"), 1, "replicas")
         template = replicated.get("template") or {}
-        for index in range(replicas):
+        for index in at.spend(replicas, "replicas"):
             jobset_labels = {
                 "jobset.sigs.k8s.io/jobset-name": name,
                 "jobset.sigs.k8s.io/replicatedjob-name": rj_name,
@@ -146,7 +151,7 @@ def jobset(js: Mapping[str, Any]) -> Objects:
                 labels={**(meta.get("labels") or {}), **jobset_labels},
                 annotations=meta.get("annotations"),
             )
-            objects.extend([child, *job(child)])
+            objects.extend([child, *job(child, at.within("template"))])
     return objects
 
 
@@ -158,13 +163,14 @@ _TRAINING_SPECS = {
 }
 
 
-def training_job(job_obj: Mapping[str, Any]) -> Objects:
+def training_job(job_obj: Mapping[str, Any], budget: ExpansionBudget) -> Objects:
     """Kubeflow training operator: pods `<job>-<role>-<i>` created directly under the job."""
     specs_field, operator = _TRAINING_SPECS[str(job_obj.get("kind"))]
     name = name_of(job_obj)
     pods = []
     for role, replica_spec in (_spec(job_obj).get(specs_field) or {}).items():
-        for index in range(_count(replica_spec.get("replicas"), 1)):
+        field = f"spec.{specs_field}.{role}.replicas"
+        for index in budget.copies(replica_spec.get("replicas"), 1, field):
             pods.append(
                 pod_from_template(
                     replica_spec.get("template") or {},
@@ -181,7 +187,7 @@ def training_job(job_obj: Mapping[str, Any]) -> Objects:
     return pods
 
 
-def mpijob(mpi: Mapping[str, Any]) -> Objects:
+def mpijob(mpi: Mapping[str, Any], budget: ExpansionBudget) -> Objects:
     """MPI operator v2: a launcher batch Job `<job>-launcher` and worker pods `<job>-worker-<i>`."""
     name = name_of(mpi)
     specs = _spec(mpi).get("mpiReplicaSpecs") or {}
@@ -195,7 +201,8 @@ def mpijob(mpi: Mapping[str, Any]) -> Objects:
 
     objects: Objects = []
     workers = specs.get("Worker") or {}
-    for index in range(_count(workers.get("replicas"), 1)):
+    workers_field = "spec.mpiReplicaSpecs.Worker.replicas"
+    for index in budget.copies(workers.get("replicas"), 1, workers_field):
         objects.append(
             pod_from_template(
                 workers.get("template") or {},
@@ -215,11 +222,17 @@ def mpijob(mpi: Mapping[str, Any]) -> Objects:
             {"template": template},
             labels=role_labels("launcher"),
         )
-        objects[:0] = [launcher_job, *job(launcher_job)]
+        launcher_at = budget.within("spec.mpiReplicaSpecs.Launcher")
+        objects[:0] = [launcher_job, *job(launcher_job, launcher_at)]
     return objects
 
 
-def raycluster(cluster: Mapping[str, Any]) -> Objects:
+def raycluster(cluster: Mapping[str, Any], budget: ExpansionBudget) -> Objects:
+    return _ray_pods(cluster, budget.within("spec"))
+
+
+def _ray_pods(cluster: Mapping[str, Any], spec_at: ExpansionBudget) -> Objects:
+    """The head and worker pods; `spec_at` names fields from the cluster spec's place."""
     name = name_of(cluster)
     spec = _spec(cluster)
     if spec.get("suspend") is True:
@@ -234,10 +247,13 @@ def raycluster(cluster: Mapping[str, Any]) -> Objects:
             labels={**common, "ray.io/node-type": "head", "ray.io/group": "headgroup"},
         )
     ]
-    for group in spec.get("workerGroupSpecs") or []:
+    for position, group in enumerate(spec.get("workerGroupSpecs") or []):
+        at = spec_at.within(f"workerGroupSpecs[{position}]")
         group_name = str(group.get("groupName"))
-        count = _count(group.get("replicas"), 1) * _count(group.get("numOfHosts"), 1)
-        for index in range(count):
+        hosts = at.number(group.get("replicas"), 1, "replicas") * at.number(
+            group.get("numOfHosts"), 1, "numOfHosts"
+        )
+        for index in at.spend(hosts, "replicas"):
             pods.append(
                 pod_from_template(
                     group.get("template") or {},
@@ -250,13 +266,13 @@ def raycluster(cluster: Mapping[str, Any]) -> Objects:
 
 
 def _ray_owner_of_cluster(spec_field: str, infix: str) -> Controller:
-    def expand(owner: Mapping[str, Any]) -> Objects:
+    def expand(owner: Mapping[str, Any], budget: ExpansionBudget) -> Objects:
         cluster_spec = _spec(owner).get(spec_field) or {}
         name = f"{name_of(owner)}{infix}-{short_hash(name_of(owner))}"
         cluster = owned_object(
             "ray.io/v1", "RayCluster", name, owner, cluster_spec, labels_of(owner)
         )
-        return [cluster, *raycluster(cluster)]
+        return [cluster, *_ray_pods(cluster, budget.within(f"spec.{spec_field}"))]
 
     return expand
 
@@ -265,16 +281,17 @@ rayjob = _ray_owner_of_cluster("rayClusterSpec", "")
 rayservice = _ray_owner_of_cluster("rayClusterConfig", "-raycluster")
 
 
-def leaderworkerset(lws: Mapping[str, Any]) -> Objects:
+def leaderworkerset(lws: Mapping[str, Any], budget: ExpansionBudget) -> Objects:
     """LWS: a leader StatefulSet `<lws>`; each leader pod owns a worker StatefulSet `<lws>-<g>`."""
     name = name_of(lws)
     template = _spec(lws).get("leaderWorkerTemplate") or {}
-    size = _count(template.get("size"), 1)
+    size_field = "spec.leaderWorkerTemplate.size"
+    size = budget.number(template.get("size"), 1, size_field)
     worker_template = template.get("workerTemplate") or {}
     leader_template = template.get("leaderTemplate") or worker_template
     leaders = owned_object("apps/v1", "StatefulSet", name, lws, {"template": leader_template})
     objects: Objects = [leaders]
-    for group in range(_count(_spec(lws).get("replicas"), 1)):
+    for group in budget.copies(_spec(lws).get("replicas"), 1, "spec.replicas"):
         group_labels = {
             "leaderworkerset.sigs.k8s.io/name": name,
             "leaderworkerset.sigs.k8s.io/group-index": str(group),
@@ -294,6 +311,7 @@ def leaderworkerset(lws: Mapping[str, Any]) -> Objects:
             "apps/v1", "StatefulSet", f"{name}-{group}", leader, {"template": worker_template}
         )
         objects.append(workers)
+        budget.spend(size - 1, size_field)
         for worker in range(1, size):
             objects.append(
                 pod_from_template(
@@ -313,7 +331,7 @@ def leaderworkerset(lws: Mapping[str, Any]) -> Objects:
     return objects
 
 
-def knative_service(service: Mapping[str, Any]) -> Objects:
+def knative_service(service: Mapping[str, Any], budget: ExpansionBudget) -> Objects:
     """Knative: Service -> Configuration -> Revision `<svc>-00001` -> Deployment -> pods."""
     name = name_of(service)
     template = _spec(service).get("template") or {}
@@ -336,7 +354,9 @@ def knative_service(service: Mapping[str, Any]) -> Objects:
         labels=knative_labels,
         annotations=annotations,
     )
-    replicas = _count(annotations.get("autoscaling.knative.dev/min-scale"), 1) or 1
+    min_scale = "autoscaling.knative.dev/min-scale"
+    min_scale_field = f'spec.template.metadata.annotations["{min_scale}"]'
+    replicas = budget.number(annotations.get(min_scale), 1, min_scale_field) or 1
     deploy = owned_object(
         "apps/v1",
         "Deployment",
@@ -345,16 +365,21 @@ def knative_service(service: Mapping[str, Any]) -> Objects:
         {"replicas": replicas, "template": template_with_labels(template, knative_labels)},
         labels=knative_labels,
     )
-    return [configuration, revision, deploy, *deployment(deploy)]
+    return [
+        configuration,
+        revision,
+        deploy,
+        *_deployment(deploy, budget.spend(replicas, min_scale_field)),
+    ]
 
 
-def podcliqueset(pcs: Mapping[str, Any]) -> Objects:
+def podcliqueset(pcs: Mapping[str, Any], budget: ExpansionBudget) -> Objects:
     """Grove: one PodClique `<pcs>-<replica>-<clique>` per clique and replica, then its pods."""
     name = name_of(pcs)
     template = _spec(pcs).get("template") or {}
     objects: Objects = []
-    for replica in range(_count(_spec(pcs).get("replicas"), 1)):
-        for clique in template.get("cliques") or []:
+    for replica in budget.copies(_spec(pcs).get("replicas"), 1, "spec.replicas"):
+        for position, clique in enumerate(template.get("cliques") or []):
             clique_name = f"{name}-{replica}-{clique.get('name')}"
             clique_spec = clique.get("spec") or {}
             grove_labels = {
@@ -373,7 +398,8 @@ def podcliqueset(pcs: Mapping[str, Any]) -> Objects:
                 },
                 "spec": clique_spec.get("podSpec") or {},
             }
-            for index in range(_count(clique_spec.get("replicas"), 1)):
+            field = f"spec.template.cliques[{position}].spec.replicas"
+            for index in budget.copies(clique_spec.get("replicas"), 1, field):
                 objects.append(
                     pod_from_template(
                         pod_template,

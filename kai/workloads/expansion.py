@@ -12,6 +12,8 @@ sets label k to v; an instance selector sets the instance id; an existence test 
 a gang key sets the workload's name). A replica selector sets the pod's replica
 index: the pods are split evenly, in order, over the copies of the nearest
 enclosing component that has one (the pods of an LWS worker over its groups).
+Either way the objects made are reserved from the workload's `ExpansionBudget`, so a
+count far beyond any cluster is reported instead of exhausting memory.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kai.api.errors import naming_unreadable
+from kai.api.errors import field_path, naming_unreadable
+from kai.workloads.budget import MAX_EXPANDED_OBJECTS, ExpansionBudget
 from kai.workloads.controllers import CONTROLLERS
 from kai.workloads.definition import ComponentDefinition, WorkloadDefinition
 from kai.workloads.jqsafe import simple_path
@@ -46,11 +49,14 @@ def is_workload_kind(api_version: str, kind: str, registry: DefinitionRegistry) 
     )
 
 
-def expand_workload(obj: Mapping[str, Any], registry: DefinitionRegistry) -> list[dict[str, Any]]:
+def expand_workload(
+    obj: Mapping[str, Any], registry: DefinitionRegistry, *, limit: int = MAX_EXPANDED_OBJECTS
+) -> list[dict[str, Any]]:
     """The objects the workload's controllers would create, owners before what they own.
 
     Pods are included (a Pod expands to itself); the workload object is not. A workload
-    whose values have a shape its controller cannot read is a ManifestError naming it.
+    whose values have a shape its controller cannot read, or that asks for more than
+    `limit` objects, is a ManifestError naming it.
     """
     gvk = gvk_of(obj)
     if gvk.group == "" and gvk.kind == "Pod":
@@ -59,15 +65,18 @@ def expand_workload(obj: Mapping[str, Any], registry: DefinitionRegistry) -> lis
     definition = registry.get(gvk)
     if controller is None and definition is None:
         raise NotAWorkloadError(f"no controller or definition is known for {gvk} {name_of(obj)}")
-    with naming_unreadable(object_ref(obj)):
+    ref = object_ref(obj)
+    with naming_unreadable(ref):
+        budget = ExpansionBudget(ref, limit)
         if controller is not None:
-            return controller(obj)
+            return controller(obj, budget)
         assert definition is not None
-        return _from_definition(definition, extract_structure(definition, obj, registry.jq))
+        structure = extract_structure(definition, obj, registry.jq)
+        return _from_definition(definition, structure, budget)
 
 
 def _from_definition(
-    definition: WorkloadDefinition, structure: WorkloadStructure
+    definition: WorkloadDefinition, structure: WorkloadStructure, budget: ExpansionBudget
 ) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = []
     root = structure.obj
@@ -84,7 +93,7 @@ def _from_definition(
             ):
                 owner = owned_object(component.kind.api_version, component.kind.kind, base, root)
                 objects.append(dict(owner))
-            pods = structure.pod_count(instance)
+            pods = len(budget.spend(structure.pod_count(instance), _count_field(instance)))
             groups = _replica_groups(structure, component)
             for number in range(pods):
                 pod_labels, pod_annotations = _selector_metadata(
@@ -96,6 +105,18 @@ def _from_definition(
                     )
                 )
     return objects
+
+
+def _count_field(instance: ComponentInstance) -> str:
+    """The workload field an instance's pod count was read from, as the definition says."""
+    scale = instance.component.scale
+    if scale is None:
+        return ""
+    program = scale.replicas_path if instance.scale.replicas is not None else None
+    program = program or scale.min_replicas_path or ""
+    steps = simple_path(program) or ()
+    named = [step for step in steps if step is not None]
+    return field_path(named) if named and len(named) == len(steps) else program.strip()
 
 
 def _replica_groups(structure: WorkloadStructure, component: ComponentDefinition) -> int:

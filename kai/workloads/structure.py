@@ -20,6 +20,7 @@ instance (a Deployment's ReplicaSet).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -300,7 +301,7 @@ class _Extractor:
                 number = float(value.strip())
             except ValueError:
                 number = None
-        if number is None or number != int(number) or number < 0:
+        if number is None or not math.isfinite(number) or number != int(number) or number < 0:
             raise self.error(
                 f"scaleDefinition.{name}", f"must be a whole number >= 0, got {value!r}"
             )

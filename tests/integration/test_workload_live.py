@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import resource
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,13 @@ from kai.testing.fakes import set_pod_phase
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+MEMORY_LIMIT = 4 << 30
+"""Address space of each `kai workload` process: a regression that expands a huge workload
+ends in a MemoryError there, not in the machine's OOM killer."""
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
 async def kai_workload(kubeconfig: Path, *argv: str) -> tuple[int | None, str, str]:
@@ -40,6 +48,7 @@ async def kai_workload(kubeconfig: Path, *argv: str) -> tuple[int | None, str, s
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        preexec_fn=_limit_memory,
     )
     out, err = await process.communicate()
     return process.returncode, out.decode(), err.decode()
@@ -232,3 +241,33 @@ async def test_live_describe_and_get_attribute_pods_and_report_phases(
         "file",
         ["Running"],
     )
+
+
+async def test_live_describe_names_a_count_beyond_any_cluster(
+    api: client.ApiClient, namespace: str, control_plane: ClusterAccess
+) -> None:
+    """The API server takes any int32 for replicas; a paused Deployment makes no ReplicaSet, so
+    nothing is created. Describe expanded all 2^31-1 pods in memory; it now names the field."""
+    labels = {"app": "huge"}
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "huge"},
+        "spec": {
+            "replicas": 2**31 - 1,
+            "paused": True,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container("1")]}},
+        },
+    }
+    await client.AppsV1Api(api).create_namespaced_deployment(namespace, body(deployment))
+    code, out, err = await kai_workload(
+        control_plane.kubeconfig, "describe", "deployment/huge", "-n", namespace
+    )
+    assert (code, out) == (1, ""), err
+    assert err.strip() == (
+        f"ERROR: Deployment {namespace}/huge: spec.replicas: 2,147,483,647 more would take the"
+        " workload past 100,000 objects, more than kai expands for one workload"
+    )
+    listed = await ok_json(control_plane.kubeconfig, "get", "deployment/huge", "-n", namespace)
+    assert listed["name"] == "huge"  # the listing reads counts, and expands nothing

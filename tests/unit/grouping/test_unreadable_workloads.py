@@ -42,7 +42,24 @@ WORKLOADS = [
     if isinstance(doc, dict)
     and is_workload_kind(str(doc.get("apiVersion")), str(doc.get("kind")), REGISTRY)
 ]
-ODD_VALUES: list[Any] = [None, 0, -1, 2, 1.5, True, "", "x", "a/b", [], {}, ["x"], [{}], [None]]
+ODD_VALUES: list[Any] = [
+    None,
+    0,
+    -1,
+    2,
+    1.5,
+    True,
+    "",
+    "x",
+    "a/b",
+    [],
+    {},
+    ["x"],
+    [{}],
+    [None],
+    10**12,
+    "9" * 12,
+]
 REPORTED = (ManifestError, GroupingError, OwnerChainError, JqError, NoDefinitionError)
 
 
