@@ -29,6 +29,7 @@ from kai.engine.evictions.decisions import (
     PipelinedPod,
 )
 from kai.engine.evictions.greedy_search import greedy_search, preemptor_nodes
+from kai.engine.evictions.idle_first import idle_first
 from kai.engine.evictions.minruntime import preemption_delay_end, preemption_delayed
 from kai.engine.evictions.next_cycle import Look, NextCycle, next_cycle
 from kai.engine.evictions.options import VictimOption
@@ -374,9 +375,10 @@ def _run_action(
         looks = _Looks(state, preemptor, budget) if action is not Action.CONSOLIDATE else None
         chosen = _choose(state, action, preemptor, options, budget, left + 1, looks)
         committed = False
-        for scenario in chosen:
-            if looks is not None and looks.refuses(scenario):
+        for found in chosen:
+            if looks is not None and looks.refuses(found):
                 continue  # the next cycle would not place the preemptor
+            scenario = idle_first(state, action, preemptor, found)
             decision = _decision(state, action, preemptor, scenario)
             if _commit(state, audit, decision, [*scenario.seats, *scenario.moves], tally):
                 if scenario.answer == "cp-sat":

@@ -12,8 +12,8 @@ import bisect
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Protocol
 
-from kai.engine.capacity import NodeCapacity
-from kai.engine.model import PlacementStrategy, Pod
+from kai.engine.capacity import NodeCapacity, node_capacity
+from kai.engine.model import Node, PlacementStrategy, Pod
 
 Seat = tuple[Pod, str, tuple[str, ...]]
 """A pod, the node it is seated on, and the shared devices it takes there."""
@@ -59,6 +59,56 @@ class Overlay(Mapping[str, NodeCapacity]):
         return cap
 
 
+class IdleRoom(Mapping[str, NodeCapacity]):
+    """Free capacity per node with nothing gone yet: every pod on a node stays (Releasing ones
+    and this cycle's victims too), and the seats given (`take`) are taken where they fit.
+
+    A node is worked out when first read: a decision looks at the nodes a few pods fit on,
+    and building every node's took 15 ms of a 1,000-node cycle."""
+
+    def __init__(self, nodes: Iterable[Node], pods: Iterable[Pod], cycle: str) -> None:
+        self._nodes = {node.name: node for node in nodes}
+        self._pods = pods
+        self._on_node: dict[str, list[Pod]] | None = None
+        self._seats: dict[str, list[Seat]] = {}
+        self._built: dict[str, NodeCapacity] = {}
+        self._cycle = cycle
+
+    def __getitem__(self, name: str) -> NodeCapacity:
+        cap = self._built.get(name)
+        if cap is None:
+            if self._on_node is None:
+                self._on_node = {}
+                for pod in self._pods:
+                    if pod.phase.occupies_node and pod.node is not None:
+                        self._on_node.setdefault(pod.node, []).append(pod)
+            cap = node_capacity(self._nodes[name], self._on_node.get(name, ()), self._cycle)
+            self._built[name] = cap
+            for seat in self._seats.pop(name, ()):
+                self._take(cap, seat)
+        return cap
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._nodes)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def take(self, seat: Seat) -> None:
+        """The seat takes its room here if it fits without anything leaving; a seat that
+        does not waits for releasing room, which idle capacity never counted."""
+        cap = self._built.get(seat[1])
+        if cap is None:
+            self._seats.setdefault(seat[1], []).append(seat)
+        else:
+            self._take(cap, seat)
+
+    @staticmethod
+    def _take(cap: NodeCapacity, seat: Seat) -> None:
+        if fits_as_seated(cap, seat):
+            cap.take(seat[0], seat[2])
+
+
 def release(cap: NodeCapacity, pod: Pod, gpu_groups: tuple[str, ...]) -> None:
     """Give a leaving pod's room back; a shared device nobody uses any more is whole again.
 
@@ -82,21 +132,21 @@ def release(cap: NodeCapacity, pod: Pod, gpu_groups: tuple[str, ...]) -> None:
 
 
 class RankedRoom:
-    """A room's nodes in seating order (`_rank`), worked out once for the many seatings tried
+    """A room's nodes in seating order (`seating_rank`), worked out once for the many seatings tried
     on overlays of it: on a busy cluster nearly every node has fewer idle GPUs than any
     whole ask, and ranking every node for every seating was most of a victim search. The
     owner of `base` changes a node there through `change`."""
 
     def __init__(self, base: Mapping[str, NodeCapacity], spread: bool) -> None:
         self.base, self.spread = base, spread
-        self.ranks = sorted(_rank(cap, name, spread) for name, cap in base.items())
+        self.ranks = sorted(seating_rank(cap, name, spread) for name, cap in base.items())
 
     def change(self, name: str, change: Callable[[NodeCapacity], object]) -> None:
         """Apply `change` to the node in `base`, and move it to its new place in the order."""
         cap = self.base[name]
-        del self.ranks[bisect.bisect_left(self.ranks, _rank(cap, name, self.spread))]
+        del self.ranks[bisect.bisect_left(self.ranks, seating_rank(cap, name, self.spread))]
         change(cap)
-        bisect.insort(self.ranks, _rank(cap, name, self.spread))
+        bisect.insort(self.ranks, seating_rank(cap, name, self.spread))
 
     def with_idle(self, least: int) -> list[tuple[int, str]]:
         """The ranks of the base's nodes with at least `least` idle GPUs, in order."""
@@ -120,7 +170,7 @@ class RankedRoom:
         for name in changed & names:
             cap = room[name]
             if cap.whole_gpus >= least:
-                order.append(_rank(cap, name, self.spread))
+                order.append(seating_rank(cap, name, self.spread))
         order.sort()
         return order
 
@@ -154,11 +204,13 @@ def seat_all(
     if order is None:
         now = room.current()
         order = sorted(
-            _rank(cap, name, spread) for name in names if (cap := now[name]).whole_gpus >= least
+            seating_rank(cap, name, spread)
+            for name in names
+            if (cap := now[name]).whole_gpus >= least
         )
     seats: list[Seat] = []
     visited = len(names)
-    for pod in sorted(pods, key=_size_order):
+    for pod in sorted(pods, key=size_order):
         eligible = eligible_for(pod)
         start = 0 if spread else bisect.bisect_left(order, (pod.gpu.whole, ""))
         found = None
@@ -178,7 +230,7 @@ def seat_all(
         cap = room.writable(name)
         groups = devices(pod, cap) if devices is not None and pod.gpu.is_fractional else None
         seats.append((pod, name, cap.take(pod, groups)))
-        bisect.insort(order, _rank(cap, name, spread))
+        bisect.insort(order, seating_rank(cap, name, spread))
     if meter is not None:
         meter.spend(visited)
     return seats
@@ -192,23 +244,38 @@ def _fits(
     return cap.fits_base(pod) and devices(pod, cap) is not None
 
 
+def fits_as_seated(cap: NodeCapacity, seat: Seat) -> bool:
+    """Whether `cap` has room for the pod on the devices the seat gave it."""
+    pod, _, groups = seat
+    if not pod.gpu.is_fractional:
+        return cap.fits(pod)
+    if not cap.fits_base(pod):
+        return False
+    size = cap.node.gpu_memory_mib
+    need = pod.gpu.memory_on(size)
+    opened = sum(1 for group in groups if group not in cap.shared)
+    return opened <= cap.whole_gpus and all(
+        cap.shared[group] + need <= size for group in groups if group in cap.shared
+    )
+
+
 def own_devices_first(pod: Pod, cap: NodeCapacity) -> list[str] | None:
     """A fractional pod back on its own node takes its own devices again if they have room
     (a device it alone used, now whole again, is reopened under its old name)."""
-    if cap.name == pod.node and pod.gpu_groups:
-        memory = cap.node.gpu_memory_mib
-        need = pod.gpu.memory_on(memory)
-        reopened = sum(1 for group in pod.gpu_groups if group not in cap.shared)
-        if reopened <= cap.whole_gpus and all(
-            cap.shared[group] + need <= memory for group in pod.gpu_groups if group in cap.shared
-        ):
-            return list(pod.gpu_groups)
+    if (
+        cap.name == pod.node
+        and pod.gpu_groups
+        and fits_as_seated(cap, (pod, cap.name, pod.gpu_groups))
+    ):
+        return list(pod.gpu_groups)
     return cap.shared_candidates(pod)
 
 
-def _rank(cap: NodeCapacity, name: str, spread: bool) -> tuple[int, str]:
+def seating_rank(cap: NodeCapacity, name: str, spread: bool) -> tuple[int, str]:
+    """KAI's node order for seating: fewest free whole GPUs first to bin-pack, most to spread."""
     return (-cap.whole_gpus if spread else cap.whole_gpus, name)
 
 
-def _size_order(pod: Pod) -> tuple[int, object, object, str]:
+def size_order(pod: Pod) -> tuple[int, object, object, str]:
+    """The order pods are seated in: the largest first."""
     return (-pod.gpu.whole, -pod.request.cpu, -pod.request.memory, pod.key)

@@ -26,7 +26,7 @@ from kai.engine.eligibility import EligibilityIndex
 from kai.engine.evictions.decisions import Action, Eviction, EvictionDecision, PipelinedPod
 from kai.engine.evictions.gangs import RunningGang, running_gangs
 from kai.engine.evictions.preemptors import Preemptor
-from kai.engine.evictions.room import Overlay, RankedRoom, Seat, release
+from kai.engine.evictions.room import IdleRoom, Overlay, RankedRoom, Seat, release
 from kai.engine.fairshare import QueueShare
 from kai.engine.fragmentation import Fragmentation
 from kai.engine.gangs import GangRequest, pod_resources, task_order_key
@@ -99,6 +99,8 @@ class EvictionState:
     evicted: dict[str, Eviction] = field(default_factory=dict)
     pipelined: dict[str, PipelinedPod] = field(default_factory=dict)
     _future: dict[str, NodeCapacity] | None = None
+    _idle: IdleRoom | None = None
+    _seated: list[Seat] = field(default_factory=list)  # the seats committed before `idle` was made
     _occupants: dict[tuple[str, str], set[str]] | None = None
     _preemptors: dict[str, Preemptor] = field(default_factory=dict)
     _free_gpus: Fraction | None = None
@@ -220,6 +222,20 @@ class EvictionState:
         if self._future is None:
             self._future, self._occupants = self._build_room()
         return self._future
+
+    @property
+    def idle(self) -> IdleRoom:
+        """Free room per node with nothing gone yet, this cycle's bindings and the seats
+        pipelined so far taken (made when first needed; `kai.engine.evictions.idle_first`)."""
+        if self._idle is None:
+            snapshot = self.inputs.snapshot
+            self._idle = IdleRoom(snapshot.nodes, snapshot.pods, snapshot.now.isoformat())
+            for placement in self.inputs.placements.values():
+                if placement.node in self.future:
+                    self._idle.take((placement.pod, placement.node, placement.gpu_groups))
+            for seat in self._seated:
+                self._idle.take(seat)
+        return self._idle
 
     @property
     def occupants(self) -> dict[tuple[str, str], set[str]]:
@@ -363,6 +379,11 @@ class EvictionState:
                 self.running[key] = RunningGang(gang.group, rest)
             else:
                 del self.running[key]
+        for seat in seats:
+            if self._idle is not None:
+                self._idle.take(seat)
+            else:
+                self._seated.append(seat)
         for (pod, node, gpu_groups), record in zip(seats, decision.pipelined, strict=True):
             self._change(node, functools.partial(NodeCapacity.take, pod=pod, groups=gpu_groups))
             for device in gpu_groups:
