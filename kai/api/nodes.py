@@ -28,6 +28,11 @@ absence as 0 would make every pod silently unschedulable there.
 GPU_MEMORY_STEP_MIB = 100
 """KAI floors the per-device memory label to a multiple of this, and assumes it if it is missing."""
 
+MAX_GPUS_PER_NODE = 4096
+"""More devices than this on one node is a broken device plugin or a typo (the largest
+machines carry 16): the scheduler ranks nodes by free devices in a table of that size, and
+a node reporting 10^12 of them made every cycle fail for lack of memory."""
+
 
 def parse_node(manifest: Mapping[str, Any]) -> Node:
     """The engine's view of a Node; a ManifestError names the first bad field, `also` the rest."""
@@ -57,12 +62,12 @@ def _allocatable(
         if amount < 0:
             errors.append(ref.error(f"status.allocatable.{name}", "must not be negative"))
     gpus = allocatable.get(NVIDIA_GPU_RESOURCE, Fraction(0))
+    field = f"status.allocatable.{NVIDIA_GPU_RESOURCE}"
     if gpus.denominator != 1:
+        errors.append(ref.error(field, f"must be a whole number of devices, got {float(gpus)}"))
+    elif gpus > MAX_GPUS_PER_NODE:
         errors.append(
-            ref.error(
-                f"status.allocatable.{NVIDIA_GPU_RESOURCE}",
-                f"must be a whole number of devices, got {float(gpus)}",
-            )
+            ref.error(field, f"{gpus} devices on one node; kai reads at most {MAX_GPUS_PER_NODE:,}")
         )
     cpu_millicores = math.ceil(allocatable.get("cpu", Fraction(0)) * 1000)
     memory_bytes = math.ceil(allocatable.get("memory", Fraction(0)))

@@ -83,10 +83,23 @@ def test_a_bad_gpu_memory_label_is_an_error(label: str) -> None:
         ({"memory": "16GB"}, "status.allocatable.memory"),
         ({"nvidia.com/gpu": "1.5"}, "status.allocatable.nvidia.com/gpu"),
         ({"pods": "-1"}, "status.allocatable.pods"),
+        ({"nvidia.com/gpu": "1000000000000"}, "status.allocatable.nvidia.com/gpu"),
     ],
 )
 def test_bad_allocatable_values_name_the_resource(allocatable: dict[str, str], field: str) -> None:
     assert error_fields(node(allocatable)) == [field]
+
+
+def test_a_node_with_more_devices_than_any_machine_is_refused_by_count() -> None:
+    """The largest node kai reads has 4,096 devices: one that reports 10^12 (a broken device
+    plugin) made every cycle fail for lack of memory, ranking nodes by free devices."""
+    assert parse_node(node({"nvidia.com/gpu": "4096"})).gpus == 4096
+    with pytest.raises(ManifestError) as caught:
+        parse_node(node({"nvidia.com/gpu": "4097"}))
+    assert str(caught.value) == (
+        "Node gpu-1: status.allocatable.nvidia.com/gpu: 4097 devices on one node;"
+        " kai reads at most 4,096"
+    )
 
 
 def test_taints_and_unschedulable() -> None:
