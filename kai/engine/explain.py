@@ -172,5 +172,12 @@ def _capacity_shortfall(pod: Pod, cap: NodeCapacity) -> str | None:
             return message()
     if pod.gpu.is_fractional and cap.shared_candidates(pod) is None:
         need = pod.gpu.memory_on(cap.node.gpu_memory_mib)
-        return f"no GPU device with {need} MiB free (device memory {cap.node.gpu_memory_mib} MiB)"
+        if pod.gpu.devices == 1:
+            return (
+                f"no GPU device with {need} MiB free (device memory {cap.node.gpu_memory_mib} MiB)"
+            )
+        return (
+            f"fewer than {pod.gpu.devices} GPU devices with {need} MiB free each"
+            f" (device memory {cap.node.gpu_memory_mib} MiB)"
+        )
     return None
