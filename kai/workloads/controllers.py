@@ -15,7 +15,13 @@ from typing import Any
 
 from kai.workloads.budget import ExpansionBudget
 from kai.workloads.objects import labels_of, name_of, object_uid
-from kai.workloads.synth import owned_object, pod_from_template, short_hash, template_with_labels
+from kai.workloads.synth import (
+    distinct_suffixes,
+    owned_object,
+    pod_from_template,
+    short_hash,
+    template_with_labels,
+)
 
 Objects = list[dict[str, Any]]
 Controller = Callable[[Mapping[str, Any], ExpansionBudget], Objects]
@@ -33,7 +39,8 @@ def replicaset_pods(rs: Mapping[str, Any], budget: ExpansionBudget) -> Objects:
 def _replicaset_pods(rs: Mapping[str, Any], copies: range) -> Objects:
     template = _spec(rs).get("template") or {}
     name = name_of(rs)
-    return [pod_from_template(template, f"{name}-{short_hash(name, str(i))}", rs) for i in copies]
+    suffixes = distinct_suffixes(len(copies), name)
+    return [pod_from_template(template, f"{name}-{suffix}", rs) for suffix in suffixes]
 
 
 def deployment(deploy: Mapping[str, Any], budget: ExpansionBudget) -> Objects:
@@ -91,14 +98,17 @@ def job(job_obj: Mapping[str, Any], budget: ExpansionBudget) -> Objects:
     }
     indexed = spec.get("completionMode") == "Indexed"
     pods = []
-    for index in budget.spend(active, "spec.parallelism"):
+    indices = budget.spend(active, "spec.parallelism")
+    suffixes = [] if indexed else distinct_suffixes(len(indices), name)
+    for index in indices:
         extra = dict(controller_labels)
         annotations = {}
-        pod_name = f"{name}-{short_hash(name, str(index))}"
         if indexed:
             extra["batch.kubernetes.io/job-completion-index"] = str(index)
             annotations["batch.kubernetes.io/job-completion-index"] = str(index)
             pod_name = f"{name}-{index}-{short_hash(name, str(index))}"
+        else:
+            pod_name = f"{name}-{suffixes[index]}"
         pods.append(
             pod_from_template(spec.get("template") or {}, pod_name, job_obj, extra, annotations)
         )
@@ -253,11 +263,11 @@ def _ray_pods(cluster: Mapping[str, Any], spec_at: ExpansionBudget) -> Objects:
         hosts = at.number(group.get("replicas"), 1, "replicas") * at.number(
             group.get("numOfHosts"), 1, "numOfHosts"
         )
-        for index in at.spend(hosts, "replicas"):
+        for suffix in distinct_suffixes(len(at.spend(hosts, "replicas")), name, group_name):
             pods.append(
                 pod_from_template(
                     group.get("template") or {},
-                    f"{name}-{group_name}-worker-{short_hash(name, group_name, str(index))}",
+                    f"{name}-{group_name}-worker-{suffix}",
                     cluster,
                     labels={**common, "ray.io/node-type": "worker", "ray.io/group": group_name},
                 )
@@ -399,11 +409,12 @@ def podcliqueset(pcs: Mapping[str, Any], budget: ExpansionBudget) -> Objects:
                 "spec": clique_spec.get("podSpec") or {},
             }
             field = f"spec.template.cliques[{position}].spec.replicas"
-            for index in budget.copies(clique_spec.get("replicas"), 1, field):
+            count = len(budget.copies(clique_spec.get("replicas"), 1, field))
+            for suffix in distinct_suffixes(count, clique_name):
                 objects.append(
                     pod_from_template(
                         pod_template,
-                        f"{clique_name}-{short_hash(clique_name, str(index))}",
+                        f"{clique_name}-{suffix}",
                         clique_obj,
                         grove_labels,
                     )
