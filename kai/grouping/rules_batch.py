@@ -19,6 +19,10 @@ from kai.workloads.objects import annotations_of
 BATCH_MIN_MEMBER_ANNOTATION = "kai.scheduler/batch-min-member"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+MAX_JOBSET_JOBS = 10_000
+"""Jobs of one JobSet kai groups: each is a sub-group of its PodGroup, which kai writes to
+the API server (0.5 MiB at 10,000; etcd stores no object past 1.5 MiB). A JobSet's replicas
+may be any int32; one of 10^9 made the grouper build that many sub-groups in memory."""
 
 
 def job_rule(inp: GroupingInput) -> GroupDecision:
@@ -39,8 +43,9 @@ def jobset_rule(inp: GroupingInput) -> GroupDecision:
         raise inp.error("spec.replicatedJobs", "a JobSet needs at least one replicatedJob")
     subgroups: list[SubGroupSpec] = []
     for index, replicated in enumerate(replicated_jobs):
+        jobs_left = MAX_JOBSET_JOBS - (len(subgroups) - index)  # a parent per replicatedJob
         subgroups.extend(
-            _replicated_job_subgroups(inp, replicated, f"spec.replicatedJobs[{index}]")
+            _replicated_job_subgroups(inp, replicated, f"spec.replicatedJobs[{index}]", jobs_left)
         )
     startup = (spec_of(jobset).get("startupPolicy") or {}).get("startupPolicyOrder")
     root_min = 1 if startup == "InOrder" else len(replicated_jobs)
@@ -63,12 +68,18 @@ def jobset_rule(inp: GroupingInput) -> GroupDecision:
 
 
 def _replicated_job_subgroups(
-    inp: GroupingInput, replicated: Mapping[str, Any], field: str
+    inp: GroupingInput, replicated: Mapping[str, Any], field: str, jobs_left: int
 ) -> list[SubGroupSpec]:
     name = str(replicated.get("name") or "")
     if not name:
         raise inp.error(f"{field}.name", "is required")
     replicas = whole_number(inp, replicated.get("replicas"), f"{field}.replicas", 1, minimum=1)
+    if replicas > jobs_left:
+        raise inp.error(
+            f"{field}.replicas",
+            f"{replicas:,} more Jobs would take the JobSet past {MAX_JOBSET_JOBS:,}, the sub-groups"
+            " kai writes in one PodGroup",
+        )
     template = replicated.get("template") or {}
     job_spec = template.get("spec") or {}
     template_override = (
