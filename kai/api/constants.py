@@ -35,6 +35,11 @@ MULTI_GPU_GROUP_LABEL_PREFIX: Final = "runai-gpu-group/"
 
 # Resources and node labels (kai-semantics §4.3).
 NVIDIA_GPU_RESOURCE: Final = "nvidia.com/gpu"
+MAX_GPUS_PER_NODE: Final = 4096
+"""More devices than this on one node is a broken device plugin or a typo (the largest
+machines carry 16): the scheduler ranks nodes by free devices in a table of that size, and
+a node reporting 10^12 of them made every cycle fail for lack of memory. A share spans at
+most as many devices."""
 GPU_MEMORY_NODE_LABEL: Final = "nvidia.com/gpu.memory"
 
 # Built-in PriorityClasses installed by KAI's Helm chart (kai-semantics §5).

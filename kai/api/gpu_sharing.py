@@ -31,6 +31,7 @@ from kai.api.constants import (
     GPU_FRACTION_CONTAINER_ANNOTATION,
     GPU_FRACTION_NUM_DEVICES_ANNOTATION,
     GPU_MEMORY_ANNOTATION,
+    MAX_GPUS_PER_NODE,
     MPS_ANNOTATION,
     NVIDIA_GPU_RESOURCE,
 )
@@ -196,9 +197,13 @@ def gpu_request(
 def _num_devices(ref: ObjectRef, text: str | None, errors: list[ManifestError]) -> int:
     if text is None:
         return 1
-    if _POSITIVE_INTEGER.fullmatch(text) and int(text) > 0:
+    if _POSITIVE_INTEGER.fullmatch(text) and 0 < int(text) <= MAX_GPUS_PER_NODE:
         return int(text)
-    errors.append(ref.error(_DEVICES_FIELD, f"must be a positive whole number, got {text!r}"))
+    if _POSITIVE_INTEGER.fullmatch(text) and int(text) > 0:
+        message = f"{text} devices; no node kai reads has more than {MAX_GPUS_PER_NODE:,}"
+    else:
+        message = f"must be a positive whole number, got {text!r}"
+    errors.append(ref.error(_DEVICES_FIELD, message))
     return 1
 
 

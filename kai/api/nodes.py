@@ -13,7 +13,7 @@ from fractions import Fraction
 from typing import Any
 
 from kai.api import corev1
-from kai.api.constants import GPU_MEMORY_NODE_LABEL, NVIDIA_GPU_RESOURCE
+from kai.api.constants import GPU_MEMORY_NODE_LABEL, MAX_GPUS_PER_NODE, NVIDIA_GPU_RESOURCE
 from kai.api.errors import ManifestError, ObjectRef, object_ref, raise_all, validated
 from kai.engine.model import Node, Taint
 from kai.engine.resources import Resources
@@ -27,11 +27,6 @@ absence as 0 would make every pod silently unschedulable there.
 
 GPU_MEMORY_STEP_MIB = 100
 """KAI floors the per-device memory label to a multiple of this, and assumes it if it is missing."""
-
-MAX_GPUS_PER_NODE = 4096
-"""More devices than this on one node is a broken device plugin or a typo (the largest
-machines carry 16): the scheduler ranks nodes by free devices in a table of that size, and
-a node reporting 10^12 of them made every cycle fail for lack of memory."""
 
 
 def parse_node(manifest: Mapping[str, Any]) -> Node:

@@ -4,7 +4,7 @@ A broken device plugin (or a typo in a hand-made node) can report 10^12 `nvidia.
 the API server accepts any integer. The scheduler ranks nodes by free devices in a table
 as long as the largest node's count, so every cycle ran out of memory while that Node
 existed: nothing was scheduled anywhere. The Node is now refused by its count
-(`kai.api.nodes.MAX_GPUS_PER_NODE`) and left out; a GPU pod is bound on the node beside it.
+(`kai.api.constants.MAX_GPUS_PER_NODE`) and left out; a GPU pod is bound on the node beside it.
 """
 
 from __future__ import annotations

@@ -211,6 +211,18 @@ def test_gpu_annotation_forms(annotations: dict[str, str], expected: GpuRequest)
     assert parsed.request.gpu == expected.whole
 
 
+def test_a_share_spans_at_most_the_devices_of_the_largest_node() -> None:
+    """A running share whose devices are not named is put on that many devices of its node:
+    10^12 of them made the cycle build a list of 10^12 names, and run out of memory."""
+    annotations = {"gpu-fraction": "0.5", "gpu-fraction-num-devices": "4096"}
+    assert parse_pod(pod(annotations=annotations), "team-a/pg").gpu.devices == 4096
+    error = parse_error(pod(annotations={**annotations, "gpu-fraction-num-devices": "4097"}))
+    assert str(error) == (
+        "Pod team-a/p: metadata.annotations.gpu-fraction-num-devices: 4097 devices;"
+        " no node kai reads has more than 4,096"
+    )
+
+
 @pytest.mark.parametrize(
     ("annotations", "field"),
     [
@@ -231,6 +243,10 @@ def test_gpu_annotation_forms(annotations: dict[str, str], expected: GpuRequest)
             "metadata.annotations.gpu-fraction-num-devices",
         ),
         ({"gpu-fraction-num-devices": "2"}, "metadata.annotations.gpu-fraction-num-devices"),
+        (
+            {"gpu-fraction": "0.5", "gpu-fraction-num-devices": "1000000000000"},
+            "metadata.annotations.gpu-fraction-num-devices",
+        ),
         (
             {"gpu-fraction": "2", "gpu-fraction-num-devices": "2"},
             "metadata.annotations.gpu-fraction-num-devices",
