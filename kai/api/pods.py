@@ -70,6 +70,7 @@ def parse_pod(manifest: Mapping[str, Any], pod_group_key: str) -> Pod:
         task_priority=task_priority,
         gpu_groups=gpu_groups(metadata.labels),
         scheduler_is_ours=spec.scheduler_name == SCHEDULER_NAME,
+        deleting_since=metadata.deletion_timestamp if wire.status.phase == "Running" else None,
     )
 
 

@@ -15,6 +15,7 @@ import asyncio
 from kai.api.durations import parse_duration
 from kai.api.shards import NODE_POOL_LABEL_KEY
 from kai.cli.arguments import kubeconfig_file
+from kai.engine.model import STUCK_IN_RELEASING_SECONDS
 from kai.operator.config import (
     BURST_GROWTH,
     DEFAULT_RESERVATION_NAMESPACE,
@@ -71,6 +72,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=QUIET_RECHECK_SECONDS,
         help="with nothing changed since a cycle that decided nothing, cycles are skipped;"
         " a full one still runs this often (default 10s)",
+    )
+    parser.add_argument(
+        "--stuck-in-releasing-threshold",
+        type=_duration,
+        default=STUCK_IN_RELEASING_SECONDS,
+        help="KAI's flag: a running pod deleted longer ago than this is stuck, and its room is"
+        " not offered to pending pods (default 2m)",
     )
     parser.add_argument(
         "--failed-cycles-unhealthy",
@@ -132,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
         write_concurrency=args.write_concurrency,
         failed_cycles_unhealthy=args.failed_cycles_unhealthy,
         quiet_recheck_seconds=args.quiet_recheck,
+        stuck_in_releasing_seconds=args.stuck_in_releasing_threshold,
         namespace=args.namespace,
         identity=args.identity or default_identity(),
         leader_election=not args.no_leader_election,

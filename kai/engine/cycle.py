@@ -335,6 +335,7 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
         [binding for binding in _proposed(chosen) if binding.pod not in taken],
         [eviction.pod for eviction in outcome.evictions],
         [ProposedBinding(p.pod, p.node, p.gpu_groups) for p in outcome.pipelined],
+        config.evictions.stuck_in_releasing_seconds,
     )
     if future_problems:
         raise EngineInvariantError("evictions failed validation: " + "; ".join(future_problems))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from fractions import Fraction
 
 from kai.engine.resources import Resources
@@ -24,6 +24,10 @@ DEFAULT_PODGROUP_PRIORITY = 50
 NON_PREEMPTIBLE_PRIORITY_THRESHOLD = 100
 
 
+STUCK_IN_RELEASING_SECONDS = 120.0
+"""KAI's `--stuck-in-releasing-threshold` default: a running pod deleted longer ago is stuck."""
+
+
 class PodPhase(enum.Enum):
     """The part of KAI's pod status model the engine needs (kai-semantics §6)."""
 
@@ -31,6 +35,7 @@ class PodPhase(enum.Enum):
     GATED = "Gated"
     BOUND = "Bound"  # bound or running: counts for the queue, the gang and the node
     RELEASING = "Releasing"  # being deleted: occupies the node, frees capacity for pipelining
+    # (unless stuck: see `Pod.frees_room`)
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
 
@@ -138,6 +143,7 @@ class Pod:
     task_priority: int = 0
     gpu_groups: tuple[str, ...] = ()  # shared devices a running fractional pod sits on
     scheduler_is_ours: bool = True
+    deleting_since: datetime | None = None  # a running pod being deleted: since when
     # Derived once: placement loops compare these millions of times, and exact
     # Fractions (or an f-string per access) would dominate the cycle.
     key: str = field(init=False, repr=False, compare=False)
@@ -155,6 +161,18 @@ class Pod:
         if not self.gpu.is_fractional:
             whole = Resources(Fraction(self.gpu.whole), self.request.cpu, self.request.memory)
         object.__setattr__(self, "whole_request", whole)
+
+    def frees_room(self, now: datetime, stuck_after_seconds: float) -> bool:
+        """Whether the pod is being deleted and its room can be counted on: KAI's Releasing.
+
+        A running pod deleted longer than `stuck_after_seconds` ago is StuckInReleasing
+        (kai-semantics §6): its node has not let it go (lost, or a finalizer waits), and
+        nothing pipelined onto its room would ever bind. It still holds the node.
+        """
+        return self.phase is PodPhase.RELEASING and (
+            self.deleting_since is None
+            or now - self.deleting_since <= timedelta(seconds=stuck_after_seconds)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,6 +321,8 @@ class EvictionConfig:
     reclaim_min_runtime_seconds: float = 0.0
     reclaim_resolve_method: ReclaimResolveMethod = ReclaimResolveMethod.LCA
     reclaimer_saturation_multiplier: Fraction = Fraction(1)
+    stuck_in_releasing_seconds: float = STUCK_IN_RELEASING_SECONDS
+    """How long after its deletion a running pod's room stops being offered (`Pod.frees_room`)."""
 
 
 REPRODUCIBLE_WALL_FACTOR = 30.0

@@ -5,7 +5,9 @@ with a group's timestamps: min-runtime (a running gang may not be preempted or
 reclaimed until its last start plus the minimum, `minruntime`), the preemption
 delay (a pending gang may not evict before its creation or last eviction plus
 the delay) and the stale-gang grace (a gang below its minimum is evicted once
-its stale time plus the grace has passed, `stale`). With the same snapshot and a
+its stale time plus the grace has passed, `stale`); and one compares it with a
+pod's: a running pod being deleted is stuck once its deletion is older than the
+threshold (`Pod.frees_room`), and its room is no longer offered. With the same snapshot and a
 later `now` that is still before the earliest of those instants, a cycle decides
 the same. The live loop uses this to let a quiet cluster be: it skips cycles
 while nothing in the cache changed and no such instant has come.
@@ -34,14 +36,17 @@ def next_time_change(snapshot: Snapshot, config: EvictionConfig) -> datetime | N
     group of the snapshot; None: never. (A cycle that changes a group's timestamps
     writes them, and the next cycle's snapshot has them.)"""
     minimums = _min_runtimes(snapshot.queues, config)
-    return min(
-        (
-            instant
-            for group in snapshot.pod_groups
-            for instant in _instants(group, minimums, config)
-            if instant > snapshot.now
+    return _earliest(
+        min(
+            (
+                instant
+                for group in snapshot.pod_groups
+                for instant in _instants(group, minimums, config)
+                if instant > snapshot.now
+            ),
+            default=None,
         ),
-        default=None,
+        _first_stuck(snapshot, config),
     )
 
 
@@ -80,11 +85,31 @@ class TimeRuleInstants:
                 for instant in instants:
                     bisect.insort(self._ordered, (instant, key))
         after = bisect.bisect_right(self._ordered, (snapshot.now, _AFTER_EVERY_KEY))
-        return self._ordered[after][0] if after < len(self._ordered) else None
+        first = self._ordered[after][0] if after < len(self._ordered) else None
+        return _earliest(first, _first_stuck(snapshot, config))
 
 
 _AFTER_EVERY_KEY = "\U0010ffff"
 """Sorts after any group key: (now, this) is after every (now, key)."""
+
+
+def _first_stuck(snapshot: Snapshot, config: EvictionConfig) -> datetime | None:
+    """The first instant after `now` at which a pod being deleted becomes stuck. A pod is
+    stuck strictly after the threshold, as in KAI: the instant is a microsecond past it."""
+    after = timedelta(seconds=config.stuck_in_releasing_seconds, microseconds=1)
+    return min(
+        (
+            instant
+            for pod in snapshot.pods
+            if pod.deleting_since is not None
+            and (instant := pod.deleting_since + after) > snapshot.now
+        ),
+        default=None,
+    )
+
+
+def _earliest(first: datetime | None, second: datetime | None) -> datetime | None:
+    return second if first is None else first if second is None else min(first, second)
 
 
 def _instants(

@@ -876,8 +876,11 @@ def validate_after_evictions(
     bindings: Iterable[ProposedBinding],
     evicted: Iterable[str],
     pipelined: Iterable[ProposedBinding],
+    stuck_after_seconds: float,
 ) -> list[str]:
     """Nodes once everything leaving has left: the running pods, the bound and the pipelined fit.
+
+    A pod stuck in its deletion (`Pod.frees_room`) has not left and will not.
 
     Only nodes that take pipelined pods are checked: on any other node the future holds
     a subset of what `validate` already checked with the bindings.
@@ -890,7 +893,9 @@ def validate_after_evictions(
     staying = tuple(
         pod
         for pod in snapshot.pods
-        if pod.phase is not PodPhase.RELEASING and pod.key not in gone and pod.node in touched
+        if not pod.frees_room(snapshot.now, stuck_after_seconds)
+        and pod.key not in gone
+        and pod.node in touched
     )
     future = dataclasses.replace(
         snapshot, nodes=tuple(n for n in snapshot.nodes if n.name in touched), pods=staying

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from kai.engine.model import EngineConfig, PlacementStrategy
+from kai.engine.model import EngineConfig, EvictionConfig, PlacementStrategy
 from kai.kube.client import Kube, connect
 from kai.kube.lease import LeaderElector
 from kai.kube.owners import OwnerReader
@@ -145,6 +145,9 @@ async def run_operator(
                 solver_workers=config.solver_workers,
                 placement_strategy=PlacementStrategy(config.placement),
                 isolate_solver=True,  # an OR-Tools abort must not take the scheduler down
+                evictions=EvictionConfig(
+                    stuck_in_releasing_seconds=config.stuck_in_releasing_seconds
+                ),
             ),
             executor=executor,
             period_seconds=config.period_seconds,

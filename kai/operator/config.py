@@ -10,6 +10,7 @@ from pathlib import Path
 
 from kai.api.constants import RESERVATION_NAMESPACE
 from kai.api.shards import NODE_POOL_LABEL_KEY, Shard
+from kai.engine.model import STUCK_IN_RELEASING_SECONDS
 
 DEFAULT_RESERVATION_NAMESPACE = RESERVATION_NAMESPACE
 DEFAULT_NAMESPACE = "kai-scheduler"
@@ -73,6 +74,9 @@ class OperatorConfig:
     one still runs this often."""
     failed_cycles_unhealthy: int = 5
     """/healthz fails after this many failed cycles in a row, until a cycle succeeds."""
+    stuck_in_releasing_seconds: float = STUCK_IN_RELEASING_SECONDS
+    """KAI's `--stuck-in-releasing-threshold`: how long after its deletion a running pod's
+    room stops being offered to pending gangs (it is stuck, not leaving)."""
 
     @property
     def shard(self) -> Shard:

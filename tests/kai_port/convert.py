@@ -421,10 +421,6 @@ def convert_case(topo: GoStruct, meta: GoStruct | None, driver: Driver) -> dict[
         for field_name in ("JobNotReadyForSsn",):
             if get(job, field_name):
                 raise UnsupportedError(f"job {field_name}")
-        if "StuckInReleasing" in statuses:
-            raise UnsupportedError(
-                "StuckInReleasing pods: kai has no such state (every deleting pod is Releasing)"
-            )
         if "Pipelined" in statuses:
             raise UnsupportedError(
                 "a pod that starts Pipelined: kai's input has no pipelined state"
@@ -687,6 +683,8 @@ def _pod(
         metadata["labels"] = labels
     if status == "Releasing":
         metadata["deletionTimestamp"] = stamp(NOW - timedelta(seconds=30))
+    if status == "StuckInReleasing":  # a running pod deleted past KAI's 2-minute threshold
+        metadata["deletionTimestamp"] = stamp(NOW - timedelta(minutes=5))
     container: dict[str, Any] = {"name": "main", "resources": {"requests": requests}}
     if "nvidia.com/gpu" in requests:
         container["resources"]["limits"] = {"nvidia.com/gpu": requests["nvidia.com/gpu"]}
@@ -747,8 +745,8 @@ def unit_outcome(initial: str, expected: str) -> str:
     """What kai's one cycle must do to a pod for KAI's single-action expectation to hold."""
     if expected in ("Succeeded", "Failed"):
         return "unchanged"
-    if initial == "Releasing":
-        return "releasing" if expected == "Releasing" else f"unexpected:{initial}->{expected}"
+    if initial in ("Releasing", "StuckInReleasing"):
+        return "releasing" if expected == initial else f"unexpected:{initial}->{expected}"
     if initial == "Pending":
         if expected in ALLOCATED:
             return "bound"
@@ -774,7 +772,7 @@ def integration_outcome(initial: str, expected: str, deleted: bool) -> str:
         return "running"
     if expected == "Pending":
         return "pending"
-    if expected == "Releasing" and deleted:
+    if (expected == "Releasing" and deleted) or expected == "StuckInReleasing":
         return "releasing"
     return f"unexpected:{initial}->{expected}"
 

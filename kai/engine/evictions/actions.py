@@ -56,7 +56,7 @@ from kai.engine.evictions.victim_order import VictimOrder
 from kai.engine.forked import Child
 from kai.engine.gangs import GangRequest
 from kai.engine.job_order import ordered_gangs
-from kai.engine.model import EngineConfig, Placement, PodPhase
+from kai.engine.model import EngineConfig, Placement
 from kai.engine.resources import NO_RESOURCES
 from kai.engine.validator import EvictionAudit, ProposedBinding
 
@@ -203,7 +203,8 @@ def _run_evictions(inputs: EvictionInputs, audit: _Audit) -> EvictionOutcome:
     tally = _Tally()
     state = EvictionState.start(inputs)
     waiting = [gang for gang in inputs.unplaced if gang.core or gang.elastic]
-    if waiting and any(pod.phase is PodPhase.RELEASING for pod in inputs.snapshot.pods):
+    now, stuck_after = inputs.snapshot.now, config.evictions.stuck_in_releasing_seconds
+    if waiting and any(pod.frees_room(now, stuck_after) for pod in inputs.snapshot.pods):
         waiting = _pipeline_on_releasing(state, audit, waiting, tally)
     carried = 0.0  # solver time an action leaves unused goes to the next
     held_back = _delayed(state, waiting)

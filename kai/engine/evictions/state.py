@@ -246,7 +246,13 @@ class EvictionState:
 
     def _build_room(self) -> tuple[dict[str, NodeCapacity], dict[tuple[str, str], set[str]]]:
         snapshot, placements = self.inputs.snapshot, self.inputs.placements.values()
-        staying = [pod for pod in snapshot.pods if pod.phase is PodPhase.BOUND]
+        stuck_after = self.config.evictions.stuck_in_releasing_seconds
+        staying = [
+            pod
+            for pod in snapshot.pods
+            if pod.phase is PodPhase.BOUND
+            or (pod.phase is PodPhase.RELEASING and not pod.frees_room(snapshot.now, stuck_after))
+        ]
         future = initial_capacity(snapshot.nodes, staying, snapshot.now.isoformat())
         for placement in placements:
             if placement.node in future:

@@ -12,7 +12,7 @@ import random
 from datetime import datetime, timedelta
 
 from kai.engine.cycle import run_cycle
-from kai.engine.model import EngineConfig, EvictionConfig, PodGroup, Snapshot
+from kai.engine.model import EngineConfig, EvictionConfig, PodGroup, PodPhase, Snapshot
 from kai.engine.time_rules import TimeRuleInstants, next_time_change
 from tests.unit.engine.builders import NOW, group, node, pod, queue, snapshot, told, with_groups
 from tests.unit.evictions.clusters import inside_deserved_cluster
@@ -58,6 +58,30 @@ def test_a_stale_gang_is_evicted_when_its_grace_ends() -> None:
     assert change == since + timedelta(minutes=2)
     assert _evicted_at(snap, change - SECOND, config) == set()
     assert _evicted_at(snap, change, config) == {"ns/g"}
+
+
+def test_a_pod_being_deleted_is_stuck_when_named() -> None:
+    """One GPU, held by a running pod deleted 30 s ago: a pending pod waits on its room
+    (pipelined) until the named instant, and from it is told it fits nowhere."""
+    config = EngineConfig(evictions=EvictionConfig(stuck_in_releasing_seconds=60.0))
+    since = NOW - timedelta(seconds=30)
+    going = pod("going-0", "going", 1, node_name="n", phase=PodPhase.RELEASING)
+    snap = snapshot(
+        [node("n", gpus=1)],
+        [dataclasses.replace(going, deleting_since=since), pod("new-0", "new", 1)],
+        [group("going", "q"), group("new", "q")],
+        [queue("q")],
+    )
+    change = next_time_change(snap, config.evictions)
+    assert change is not None and change - since - timedelta(minutes=1) < SECOND
+
+    def pipelined_at(at: datetime) -> list[str]:
+        result = run_cycle(dataclasses.replace(snap, now=at), config)
+        return [p.pod for p in result.pipelined]
+
+    assert pipelined_at(change - SECOND) == ["ns/new-0"]
+    assert pipelined_at(change) == []
+    assert TimeRuleInstants().next_change(snap, config.evictions) == change
 
 
 def test_nothing_timed_nothing_named() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bench.synthetic_full import FullClusterSpec, full_cluster
 from kai.engine.cycle import run_cycle
-from kai.engine.model import EngineConfig, PodPhase
+from kai.engine.model import STUCK_IN_RELEASING_SECONDS, EngineConfig, PodPhase
 from kai.engine.validator import ProposedBinding, validate, validate_after_evictions
 from tests.unit.running_as_bindings import running_as_bindings
 
@@ -32,6 +32,6 @@ def test_pending_gangs_get_room_only_by_evicting() -> None:
     # Once the victims are gone, the pipelined pods fit where they wait.
     waiting = [ProposedBinding(p.pod, p.node, p.gpu_groups) for p in result.pipelined]
     evicted = [e.pod for e in result.evictions]
-    assert validate_after_evictions(snap, [], evicted, waiting) == []
+    assert validate_after_evictions(snap, [], evicted, waiting, STUCK_IN_RELEASING_SECONDS) == []
     # Without the evictions they would not: the check sees the room they need.
-    assert validate_after_evictions(snap, [], [], waiting) != []
+    assert validate_after_evictions(snap, [], [], waiting, STUCK_IN_RELEASING_SECONDS) != []
