@@ -303,6 +303,7 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
             nodes,
             config,
             memory_mib,
+            _stuck_gpus(snapshot, config),
         )
         report = SolverReport(
             solved.answer,
@@ -383,6 +384,7 @@ def _bindings_and_reasons(
     nodes: Mapping[str, Node],
     config: EngineConfig,
     memory_mib: int,
+    stuck_gpus: Mapping[str, int],
 ) -> tuple[Binding, ...]:
     """The allocation's bindings; each gang it was offered goes into `decisions`, scheduled
     or pending with its reason and numbers."""
@@ -398,6 +400,7 @@ def _bindings_and_reasons(
         lambda: index_after(capacity, config, chosen.placements.values()).capacity,
         nodes,
         memory_mib,
+        stuck_gpus,
     )
     placed = chosen.placements
     for request in placeable:
@@ -505,6 +508,17 @@ def _lone_pod(placeable: list[GangRequest]) -> bool:
     most cycles see one new pod beside thousands running, building it was most of the cycle.
     """
     return sum(len(request.core) + len(request.elastic) for request in placeable) == 1
+
+
+def _stuck_gpus(snapshot: Snapshot, config: EngineConfig) -> dict[str, int]:
+    """Whole GPUs per node held by pods stuck in their deletion, for the explanations."""
+    now, after = snapshot.now, config.evictions.stuck_in_releasing_seconds
+    held: dict[str, int] = {}
+    for pod in snapshot.pods:
+        stuck = pod.phase is PodPhase.RELEASING and not pod.frees_room(now, after)
+        if stuck and pod.node:
+            held[pod.node] = held.get(pod.node, 0) + pod.gpu.whole
+    return {node: gpus for node, gpus in held.items() if gpus}
 
 
 def _still_holding(

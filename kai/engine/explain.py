@@ -48,12 +48,16 @@ class PendingExplainer:
         capacity_after: Callable[[], Mapping[str, NodeCapacity]],
         nodes: Mapping[str, Node],
         accounting_memory_mib: int,
+        stuck_gpus: Mapping[str, int] | None = None,
     ) -> None:
         self._budget = budget_after
         self._before = capacity_before
         self._after = capacity_after
         self._nodes = nodes
         self._memory_mib = accounting_memory_mib
+        self._stuck = stuck_gpus or {}
+        """Whole GPUs per node held by pods stuck in their deletion (`Pod.frees_room`):
+        a node short of GPUs says so, as nothing waits on that room."""
         self._rejections: dict[tuple[object, ...], str | None] = {}
         self._free_gpus: int | None = None
 
@@ -128,12 +132,15 @@ class PendingExplainer:
             pod.placement,
         )
         if ask not in self._rejections:
-            self._rejections[ask] = _node_rejections(pod, self._before, self._nodes)
+            self._rejections[ask] = _node_rejections(pod, self._before, self._nodes, self._stuck)
         return self._rejections[ask]
 
 
 def _node_rejections(
-    pod: Pod, capacity: Mapping[str, NodeCapacity], nodes: Mapping[str, Node]
+    pod: Pod,
+    capacity: Mapping[str, NodeCapacity],
+    nodes: Mapping[str, Node],
+    stuck_gpus: Mapping[str, int],
 ) -> str | None:
     """Counts of why each node refuses the pod, or None when some node would take it."""
     tally: Counter[str] = Counter()
@@ -142,7 +149,7 @@ def _node_rejections(
         if predicate is not None:
             tally[predicate] += 1
             continue
-        fit = _capacity_shortfall(pod, capacity[name])
+        fit = _capacity_shortfall(pod, capacity[name], stuck_gpus.get(name, 0))
         if fit is None:
             return None
         tally[fit] += 1
@@ -151,7 +158,8 @@ def _node_rejections(
     return "; ".join(f"{count} node(s): {reason}" for reason, count in sorted(tally.items()))
 
 
-def _capacity_shortfall(pod: Pod, cap: NodeCapacity) -> str | None:
+def _capacity_shortfall(pod: Pod, cap: NodeCapacity, stuck_gpus: int) -> str | None:
+    stuck = f"; {stuck_gpus} held by pods stuck in their deletion" if stuck_gpus else ""
     checks: list[tuple[bool, Callable[[], str]]] = [
         (cap.pods < 1, lambda: "no pod slots left"),
         (
@@ -164,7 +172,7 @@ def _capacity_shortfall(pod: Pod, cap: NodeCapacity) -> str | None:
         ),
         (
             pod.gpu.whole > cap.whole_gpus,
-            lambda: f"insufficient GPUs (needs {pod.gpu.whole}, free {cap.whole_gpus})",
+            lambda: f"insufficient GPUs (needs {pod.gpu.whole}, free {cap.whole_gpus}{stuck})",
         ),
     ]
     for failed, message in checks:

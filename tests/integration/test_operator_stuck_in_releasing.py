@@ -58,7 +58,10 @@ async def test_a_pod_stuck_in_its_deletion_is_not_waited_on(
 
             async def told_it_fits_nowhere() -> bool:
                 return await told_unschedulable(
-                    api, namespace, "next", "insufficient GPUs (needs 1, free 0)"
+                    api,
+                    namespace,
+                    "next",
+                    "insufficient GPUs (needs 1, free 0; 1 held by pods stuck in their deletion)",
                 )
 
             await wait_for("the pending pod told it fits nowhere", told_it_fits_nowhere)

@@ -61,9 +61,10 @@ def test_two_minutes_after_its_deletion_a_running_pod_is_stuck() -> None:
 
 def test_nothing_waits_on_a_stuck_pods_room() -> None:
     """One GPU, held by a pod deleted three minutes ago: the pending pod stays pending, told
-    why, where a pod deleted a minute ago gives it a place to wait (pipelined)."""
+    the GPU is held by a stuck pod, where a pod deleted a minute ago gives it a place to wait
+    (pipelined)."""
 
-    def waiting_for(deleted_ago: timedelta) -> tuple[list[str], str | None]:
+    def waiting_for(deleted_ago: timedelta) -> tuple[list[str], str]:
         going = dataclasses.replace(
             pod("going-0", "going", 1, node_name="n", phase=PodPhase.RELEASING),
             deleting_since=NOW - deleted_ago,
@@ -75,9 +76,15 @@ def test_nothing_waits_on_a_stuck_pods_room() -> None:
             [queue("q")],
         )
         result = run_cycle(snap, EngineConfig(time_limit_seconds=0))
-        return [p.pod for p in result.pipelined], result.groups["ns/new"].reason
+        decision = result.groups["ns/new"]
+        return [p.pod for p in result.pipelined], f"{decision.reason}: {decision.message}"
 
-    assert waiting_for(timedelta(minutes=1)) == (["ns/new-0"], "Pipelined")
-    pipelined, reason = waiting_for(timedelta(minutes=3))
+    pipelined, told = waiting_for(timedelta(minutes=1))
+    assert pipelined == ["ns/new-0"]
+    assert told.startswith("Pipelined: ")
+    pipelined, told = waiting_for(timedelta(minutes=3))
     assert pipelined == []
-    assert reason == "Unschedulable"
+    assert told == (
+        "Unschedulable: pod ns/new-0 fits no node: 1 node(s): insufficient GPUs"
+        " (needs 1, free 0; 1 held by pods stuck in their deletion)"
+    )
