@@ -91,9 +91,10 @@ def pod_admission_errors(manifest: Mapping[str, Any]) -> list[ManifestError]:
     `gpu-fraction` a portion in (0, 1] or a whole number of devices, `gpu-memory` a
     positive whole number of MiB, not both and neither beside an `nvidia.com/gpu` request
     or limit, `gpu-fraction-num-devices` a positive whole number (at most
-    `MAX_GPUS_PER_NODE`) and only with one of them, `mps: "true"` only with one of them, and `gpu-fraction-container-name` naming a
-    container. A pod without GPU annotations -> []. Only the containers are read beyond
-    the annotations: the rest of the pod is the API server's to check.
+    `MAX_GPUS_PER_NODE`) and only with one of them, `mps: "true"` only with one of them,
+    and `gpu-fraction-container-name` naming a container. A pod without GPU annotations
+    -> []. Only the containers are read beyond the annotations: the rest of the pod is the
+    API server's to check.
     """
     ref = object_ref("Pod", _named(manifest), namespaced=True)
     annotations = _annotations(manifest)

@@ -303,7 +303,7 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
             nodes,
             config,
             memory_mib,
-            _stuck_gpus(snapshot, config),
+            lambda: _stuck_gpus(snapshot, config),
         )
         report = SolverReport(
             solved.answer,
@@ -384,7 +384,7 @@ def _bindings_and_reasons(
     nodes: Mapping[str, Node],
     config: EngineConfig,
     memory_mib: int,
-    stuck_gpus: Mapping[str, int],
+    stuck_gpus: Callable[[], Mapping[str, int]],
 ) -> tuple[Binding, ...]:
     """The allocation's bindings; each gang it was offered goes into `decisions`, scheduled
     or pending with its reason and numbers."""
@@ -515,8 +515,7 @@ def _stuck_gpus(snapshot: Snapshot, config: EngineConfig) -> dict[str, int]:
     now, after = snapshot.now, config.evictions.stuck_in_releasing_seconds
     held: dict[str, int] = {}
     for pod in snapshot.pods:
-        stuck = pod.phase is PodPhase.RELEASING and not pod.frees_room(now, after)
-        if stuck and pod.node:
+        if pod.node and pod.stuck(now, after):
             held[pod.node] = held.get(pod.node, 0) + pod.gpu.whole
     return {node: gpus for node, gpus in held.items() if gpus}
 

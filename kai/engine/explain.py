@@ -9,6 +9,7 @@ of other schedulers raise most.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
@@ -48,16 +49,17 @@ class PendingExplainer:
         capacity_after: Callable[[], Mapping[str, NodeCapacity]],
         nodes: Mapping[str, Node],
         accounting_memory_mib: int,
-        stuck_gpus: Mapping[str, int] | None = None,
+        stuck_gpus: Callable[[], Mapping[str, int]],
     ) -> None:
         self._budget = budget_after
         self._before = capacity_before
         self._after = capacity_after
         self._nodes = nodes
         self._memory_mib = accounting_memory_mib
-        self._stuck = stuck_gpus or {}
-        """Whole GPUs per node held by pods stuck in their deletion (`Pod.frees_room`):
-        a node short of GPUs says so, as nothing waits on that room."""
+        self._stuck = functools.cache(stuck_gpus)
+        """Whole GPUs per node held by pods stuck in their deletion (`Pod.stuck`): a node
+        short of GPUs says so, as nothing waits on that room. Worked out once, and only if
+        some pod fits no node."""
         self._rejections: dict[tuple[object, ...], str | None] = {}
         self._free_gpus: int | None = None
 
@@ -132,7 +134,7 @@ class PendingExplainer:
             pod.placement,
         )
         if ask not in self._rejections:
-            self._rejections[ask] = _node_rejections(pod, self._before, self._nodes, self._stuck)
+            self._rejections[ask] = _node_rejections(pod, self._before, self._nodes, self._stuck())
         return self._rejections[ask]
 
 

@@ -163,15 +163,17 @@ class Pod:
         object.__setattr__(self, "whole_request", whole)
 
     def frees_room(self, now: datetime, stuck_after_seconds: float) -> bool:
-        """Whether the pod is being deleted and its room can be counted on: KAI's Releasing.
+        """Whether the pod is being deleted and its room can be counted on: KAI's Releasing."""
+        return self.phase is PodPhase.RELEASING and not self.stuck(now, stuck_after_seconds)
 
-        A running pod deleted longer than `stuck_after_seconds` ago is StuckInReleasing
-        (kai-semantics §6): its node has not let it go (lost, or a finalizer waits), and
-        nothing pipelined onto its room would ever bind. It still holds the node.
-        """
-        return self.phase is PodPhase.RELEASING and (
-            self.deleting_since is None
-            or now - self.deleting_since <= timedelta(seconds=stuck_after_seconds)
+    def stuck(self, now: datetime, stuck_after_seconds: float) -> bool:
+        """KAI's StuckInReleasing (kai-semantics §6): a running pod deleted longer than
+        `stuck_after_seconds` ago. Its node has not let it go (lost, or a finalizer waits),
+        and nothing pipelined onto its room would ever bind. It still holds the node."""
+        return (
+            self.phase is PodPhase.RELEASING
+            and self.deleting_since is not None
+            and now - self.deleting_since > timedelta(seconds=stuck_after_seconds)
         )
 
 

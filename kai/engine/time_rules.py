@@ -7,7 +7,7 @@ delay (a pending gang may not evict before its creation or last eviction plus
 the delay) and the stale-gang grace (a gang below its minimum is evicted once
 its stale time plus the grace has passed, `stale`); and one compares it with a
 pod's: a running pod being deleted is stuck once its deletion is older than the
-threshold (`Pod.frees_room`), and its room is no longer offered. With the same snapshot and a
+threshold (`Pod.stuck`), and its room is no longer offered. With the same snapshot and a
 later `now` that is still before the earliest of those instants, a cycle decides
 the same. The live loop uses this to let a quiet cluster be: it skips cycles
 while nothing in the cache changed and no such instant has come.

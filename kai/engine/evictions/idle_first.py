@@ -32,6 +32,7 @@ from kai.engine.evictions.room import (
 )
 from kai.engine.evictions.scenario import Scenario
 from kai.engine.evictions.state import EvictionState
+from kai.engine.evictions.topology_seats import topology_rules
 from kai.engine.model import PlacementStrategy, Pod
 
 
@@ -41,7 +42,7 @@ def idle_first(
     """The scenario with its preemptor seated idle capacity first, or as it was when that
     cannot apply: consolidation (its moves are seated around the preemptor), a gang with a
     topology constraint (seated domain by domain), or a seating that does not fit."""
-    if action is Action.CONSOLIDATE or scenario.moves or _constrained(state, preemptor):
+    if action is Action.CONSOLIDATE or scenario.moves or topology_rules(state, preemptor):
         return scenario
     full = Overlay(state.future)
     for key, evicted in scenario.evicted.items():
@@ -52,12 +53,6 @@ def idle_first(
     if seats is None or seats == list(scenario.seats):
         return scenario
     return Scenario(scenario.evicted, tuple(seats), (), scenario.verdict, scenario.answer)
-
-
-def _constrained(state: EvictionState, preemptor: Preemptor) -> bool:
-    topology = state.inputs.topology
-    rules = topology.rules(preemptor.gang.group) if topology is not None else None
-    return rules is not None and bool(rules.rules or rules.problem)
 
 
 def _seat(
@@ -114,7 +109,5 @@ def _first_fit(
 
 def _joins_a_share(cap: NodeCapacity, pod: Pod) -> bool:
     """A fractional pod fits on a device already shared here (KAI's gpusharingorder)."""
-    if not pod.gpu.is_fractional:
-        return False
     chosen = cap.shared_candidates(pod)
     return chosen is not None and chosen[:1] != [""]

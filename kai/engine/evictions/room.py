@@ -132,10 +132,10 @@ def release(cap: NodeCapacity, pod: Pod, gpu_groups: tuple[str, ...]) -> None:
 
 
 class RankedRoom:
-    """A room's nodes in seating order (`seating_rank`), worked out once for the many seatings tried
-    on overlays of it: on a busy cluster nearly every node has fewer idle GPUs than any
-    whole ask, and ranking every node for every seating was most of a victim search. The
-    owner of `base` changes a node there through `change`."""
+    """A room's nodes in seating order (`seating_rank`), worked out once for the many
+    seatings tried on overlays of it: on a busy cluster nearly every node has fewer idle
+    GPUs than any whole ask, and ranking every node for every seating was most of a victim
+    search. The owner of `base` changes a node there through `change`."""
 
     def __init__(self, base: Mapping[str, NodeCapacity], spread: bool) -> None:
         self.base, self.spread = base, spread

@@ -231,8 +231,7 @@ class EvictionState:
             snapshot = self.inputs.snapshot
             self._idle = IdleRoom(snapshot.nodes, snapshot.pods, snapshot.now.isoformat())
             for placement in self.inputs.placements.values():
-                if placement.node in self.future:
-                    self._idle.take((placement.pod, placement.node, placement.gpu_groups))
+                self._idle.take((placement.pod, placement.node, placement.gpu_groups))
             for seat in self._seated:
                 self._idle.take(seat)
         return self._idle
@@ -250,8 +249,7 @@ class EvictionState:
         staying = [
             pod
             for pod in snapshot.pods
-            if pod.phase is PodPhase.BOUND
-            or (pod.phase is PodPhase.RELEASING and not pod.frees_room(snapshot.now, stuck_after))
+            if pod.phase is PodPhase.BOUND or pod.stuck(snapshot.now, stuck_after)
         ]
         future = initial_capacity(snapshot.nodes, staying, snapshot.now.isoformat())
         for placement in placements:

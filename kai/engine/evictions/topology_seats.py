@@ -15,7 +15,14 @@ from collections.abc import Iterable
 from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.room import Meter, Overlay, Seat, seat_all
 from kai.engine.evictions.state import EvictionState
-from kai.engine.topology import candidates, satisfied
+from kai.engine.topology import GroupRules, candidates, satisfied
+
+
+def topology_rules(state: EvictionState, preemptor: Preemptor) -> GroupRules | None:
+    """The preemptor's topology rules, or None when it has none to keep."""
+    topology = state.inputs.topology
+    rules = topology.rules(preemptor.gang.group) if topology is not None else None
+    return rules if rules is not None and (rules.rules or rules.problem) else None
 
 
 def seat_preemptor(
@@ -30,8 +37,8 @@ def seat_preemptor(
     inputs = state.inputs
     strategy = state.config.placement_strategy
     topology = inputs.topology
-    rules = topology.rules(preemptor.gang.group) if topology is not None else None
-    if rules is None or not (rules.rules or rules.problem):
+    rules = topology_rules(state, preemptor)
+    if rules is None:
         return seat_all(
             preemptor.pods,
             room,
