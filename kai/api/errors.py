@@ -8,8 +8,7 @@ indexes in brackets: `spec.containers[0].resources.requests.cpu`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -98,26 +97,6 @@ def raise_all(errors: Sequence[ManifestError]) -> None:
     """Raise every one of `errors` at once, or return when there are none."""
     if errors:
         raise combined(errors)
-
-
-@contextmanager
-def naming_unreadable(ref: ObjectRef) -> Iterator[None]:
-    """Report an object whose values have the wrong shape as a ManifestError naming it.
-
-    Workloads of every kind are read through rules and Workload Map definitions that
-    expect each field's usual shape; a custom resource whose schema lets a string stand
-    where an object goes makes that code fail with a TypeError or an AttributeError. Such
-    a failure, raised out of a pod grouper or `kai simulate`, would stop the work of every
-    other object: here it becomes this object's problem. kai's own errors pass through.
-    """
-    try:
-        yield
-    except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
-        if isinstance(error, ValueError) and type(error) is not ValueError:
-            raise  # a problem kai reports itself (ManifestError and the others are ValueErrors)
-        raise ref.error(
-            "", f"a value has a type or shape kai cannot read ({type(error).__name__}: {error})"
-        ) from error
 
 
 def validated(model: type[ModelT], ref: ObjectRef, manifest: Mapping[str, Any]) -> ModelT:

@@ -22,7 +22,7 @@ from fractions import Fraction
 from typing import Any
 
 from kai.api.constants import default_priority_classes
-from kai.api.errors import naming_unreadable
+from kai.api.shapes import naming_unreadable
 from kai.cli.attribution import Attribution, live_view
 from kai.engine.resources import Resources
 from kai.grouping import PodGroupPlan, plan_pod_group, resolve_owner_chain
@@ -80,7 +80,7 @@ def describe_workload(
     definition = registry.find(gvk)
     if definition is None:
         raise NoDefinitionError(gvk.api_version, gvk.kind)
-    with naming_unreadable(object_ref(obj)):
+    with naming_unreadable(object_ref(obj), obj):
         return _described(obj, definition, registry, priority_classes, file_mode, pods)
 
 
@@ -126,7 +126,7 @@ def workload_view(
     """A workload's identity, definition and phases: a row of `kai workload get`, and the head
     of the describe document, so the two cannot disagree about a workload's phase."""
     meta = metadata(obj)
-    with naming_unreadable(object_ref(obj)):  # one bad row must not cost the whole listing
+    with naming_unreadable(object_ref(obj), obj):  # one bad row must not cost the whole listing
         phases = workload_phases(definition, obj, jq)
     return {
         "apiVersion": obj.get("apiVersion"),

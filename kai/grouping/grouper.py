@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kai.api.constants import BUILD_PRIORITY_CLASS, INFERENCE_PRIORITY_CLASS
-from kai.api.errors import naming_unreadable
+from kai.api.shapes import naming_unreadable
 from kai.api.shards import NODE_POOL_LABEL_KEY
 from kai.grouping.context import GroupingInput
 from kai.grouping.plan import GroupDecision, PodGroupPlan, build_plan, default_group_name
@@ -114,7 +114,7 @@ def plan_pod_group(
     owner whose values have a shape the rules cannot read is named as a whole.
     """
     top = owner_chain[-1] if owner_chain else pod
-    with naming_unreadable(object_ref(top)):
+    with naming_unreadable(object_ref(top), top):
         if any(
             annotations_of(obj).get(SKIP_PODGROUPER_ANNOTATION) == "true"
             for obj in (pod, *owner_chain)

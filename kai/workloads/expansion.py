@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kai.api.errors import field_path, naming_unreadable
+from kai.api.errors import field_path
+from kai.api.shapes import naming_unreadable
 from kai.workloads.budget import MAX_EXPANDED_OBJECTS, ExpansionBudget
 from kai.workloads.controllers import CONTROLLERS
 from kai.workloads.definition import ComponentDefinition, WorkloadDefinition
@@ -66,7 +67,7 @@ def expand_workload(
     if controller is None and definition is None:
         raise NotAWorkloadError(f"no controller or definition is known for {gvk} {name_of(obj)}")
     ref = object_ref(obj)
-    with naming_unreadable(ref):
+    with naming_unreadable(ref, obj):
         budget = ExpansionBudget(ref, limit)
         if controller is not None:
             return controller(obj, budget)

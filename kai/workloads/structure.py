@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kai.api.errors import ManifestError
+from kai.api.shapes import misshapen_field
 from kai.workloads.definition import ComponentDefinition, SpecDefinition, WorkloadDefinition
 from kai.workloads.fragments import fragmented_template
 from kai.workloads.jqeval import JqError, JqEvaluator
@@ -173,6 +174,9 @@ class _Extractor:
         try:
             return self.jq.all(program, self.obj)
         except JqError as error:
+            misshapen = misshapen_field(self.obj)  # the object's fault, not the definition's
+            if misshapen is not None:
+                raise object_ref(self.obj).error(*misshapen) from None
             raise self.error(field, str(error)) from None
 
     def _per_instance(self, field: str, program: str | None) -> list[Any]:

@@ -5,7 +5,8 @@ whatever their schema allowed: a string where an object goes, a number where a l
 goes. Read by rules that expect each field's usual shape, such a value raised a
 TypeError or an AttributeError; out of the live pod grouper that failed the whole cycle,
 for every workload, for as long as the object existed. Each is now a ManifestError
-naming the object (`kai.api.errors.naming_unreadable`), which every caller reports.
+naming the object (`kai.api.shapes.naming_unreadable`), which every caller reports, and
+the field, where Kubernetes' conventions say what its shape should be.
 """
 
 from __future__ import annotations
@@ -74,22 +75,40 @@ def test_the_grouper_names_an_owner_it_cannot_read() -> None:
     job["spec"]["elasticPolicy"] = "x"  # edited after its pods were created
     with pytest.raises(ManifestError) as raised:
         plan_pod_group(pod, resolve_owner_chain(pod, [job]), REGISTRY, CLASSES)
-    assert str(raised.value).startswith(f"PyTorchJob ns/pt: {UNREADABLE} (AttributeError: ")
+    assert str(raised.value) == (
+        "PyTorchJob ns/pt: spec.elasticPolicy: an object expected, found the string 'x'"
+    )
+
+
+def test_a_value_no_convention_covers_names_the_object_alone() -> None:
+    """A replicated job that is a string: an element of a list has no field name, so no
+    convention says what it holds, and the object is named with what failed to read it."""
+    jobset = obj("jobset.x-k8s.io/v1alpha2", "JobSet", "js", {"replicatedJobs": ["x"]})
+    with pytest.raises(ManifestError) as raised:
+        expand_workload(jobset, REGISTRY)
+    assert raised.value.field == ""
+    assert str(raised.value).startswith(f"JobSet ns/js: {UNREADABLE} (AttributeError: ")
 
 
 def test_the_expansion_names_a_workload_it_cannot_read() -> None:
     jobs = [{"name": "w", "replicas": 1, "template": "x"}]
     jobset = obj("jobset.x-k8s.io/v1alpha2", "JobSet", "js", {"replicatedJobs": jobs})
-    with pytest.raises(ManifestError, match=f"^JobSet ns/js: {UNREADABLE}"):
+    with pytest.raises(ManifestError) as raised:
         expand_workload(jobset, REGISTRY)
+    assert str(raised.value) == (
+        "JobSet ns/js: spec.replicatedJobs[0].template: an object expected, found the string 'x'"
+    )
 
 
 def test_describe_names_a_workload_it_cannot_read() -> None:
     pods = template()
     pods["metadata"]["labels"] = ["x"]
     deployment = obj("apps/v1", "Deployment", "web", {"replicas": 1, "template": pods})
-    with pytest.raises(ManifestError, match=f"^Deployment ns/web: {UNREADABLE}"):
+    with pytest.raises(ManifestError) as raised:
         describe_workload(deployment, REGISTRY)
+    assert str(raised.value) == (
+        "Deployment ns/web: spec.template.metadata.labels: an object expected, found a list"
+    )
 
 
 @st.composite
