@@ -19,6 +19,7 @@ import kopf
 from kai.api.admission import (
     gpu_sharing_injection,
     pod_admission_errors,
+    pod_admission_warnings,
     pod_group_admission_errors,
     queue_admission_errors,
     topology_admission_errors,
@@ -96,8 +97,9 @@ def admission_registry(
     @kopf.on.validate(
         "v1", "pods", id=VALIDATE_POD, operations=_CREATE, when=_ours, registry=registry
     )
-    def validate_pod(body: kopf.Body, **_: Any) -> None:
+    def validate_pod(body: kopf.Body, warnings: list[str], **_: Any) -> None:
         _refuse(pod_admission_errors(dict(body)))
+        warnings.extend(pod_admission_warnings(dict(body)))
 
     @kopf.on.mutate("v1", "pods", id=MUTATE_POD, operations=_CREATE, when=_ours, registry=registry)
     def mutate_pod(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:

@@ -21,6 +21,8 @@ import secrets
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from pydantic import ValidationError
+
 from kai.api import corev1
 from kai.api.constants import SHARED_GPU_CONFIGMAP_ANNOTATION
 from kai.api.errors import ManifestError, object_ref, validated
@@ -36,6 +38,8 @@ from kai.api.gpu_sharing import (
 from kai.api.podgroups import parse_pod_group
 from kai.api.queues import declared_parent, parse_queue, queue_tree_errors
 from kai.api.topologies import parse_topology
+from kai.api.unhonoured import unhonoured_field
+from kai.engine.unhonoured import unhonoured_message
 
 _NAME_SUFFIX: Final = "shared-gpu"
 _MAX_VOLUME_NAME: Final = 63
@@ -107,6 +111,18 @@ def pod_admission_errors(manifest: Mapping[str, Any]) -> list[ManifestError]:
     errors: list[ManifestError] = []
     pod_gpu_request(ref, annotations, spec, 0, errors)
     return errors
+
+
+def pod_admission_warnings(manifest: Mapping[str, Any]) -> list[str]:
+    """What the pod's author should know before it waits: a required constraint kai cannot
+    honour yet leaves its gang pending (`kai.engine.unhonoured`). An affinity the API server
+    will refuse gets no warning; its refusal says more."""
+    affinity = _mapping(manifest.get("spec")).get("affinity")
+    try:
+        field = unhonoured_field(corev1.Affinity.model_validate(affinity or {}))
+    except ValidationError:
+        return []
+    return [unhonoured_message(field)] if field is not None else []
 
 
 def gpu_sharing_injection(

@@ -8,7 +8,7 @@ of the field.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, StrictBool, StrictInt
 
@@ -47,8 +47,17 @@ class NodeAffinity(WireModel):
     required_during_scheduling_ignored_during_execution: NodeSelector | None = None
 
 
+class PodAffinity(WireModel):
+    """podAffinity or podAntiAffinity: kai reads only whether required terms exist
+    (`kai.api.unhonoured`), so the terms are kept as written."""
+
+    required_during_scheduling_ignored_during_execution: list[Any] = Field(default_factory=list)
+
+
 class Affinity(WireModel):
     node_affinity: NodeAffinity | None = None
+    pod_affinity: PodAffinity | None = None
+    pod_anti_affinity: PodAffinity | None = None
 
 
 class Toleration(WireModel):

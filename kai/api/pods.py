@@ -29,6 +29,7 @@ from kai.api.gpu_sharing import pod_gpu_request
 from kai.api.placement import pod_placement
 from kai.api.projection import field_keys, read_part
 from kai.api.requests import container_errors, effective_requests
+from kai.api.unhonoured import unhonoured_field
 from kai.engine.model import Pod, PodPhase
 from kai.engine.resources import Resources
 
@@ -71,6 +72,7 @@ def parse_pod(manifest: Mapping[str, Any], pod_group_key: str) -> Pod:
         gpu_groups=gpu_groups(metadata.labels),
         scheduler_is_ours=spec.scheduler_name == SCHEDULER_NAME,
         deleting_since=metadata.deletion_timestamp if wire.status.phase == "Running" else None,
+        unhonoured=unhonoured_field(spec.affinity),
     )
 
 

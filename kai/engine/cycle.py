@@ -59,6 +59,7 @@ from kai.engine.model import (
 from kai.engine.object_index import ObjectIndex
 from kai.engine.resources import exact_sum
 from kai.engine.topology import TopologyIndex
+from kai.engine.unhonoured import unhonoured_refusal
 from kai.engine.validator import ProposedBinding, validate, validate_after_evictions
 
 if TYPE_CHECKING:  # OR-Tools is imported only when a cycle needs the solver (see `_solve`)
@@ -174,6 +175,10 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
     for request in requests:
         if request.missing > 0:
             decisions[request.key] = _pending(request.group, explain_incomplete(request))
+            continue
+        unhonoured = unhonoured_refusal((*request.core, *request.elastic))
+        if unhonoured is not None:
+            decisions[request.key] = _unhonoured(request, unhonoured)
             continue
         refusal = binding_budget.check(
             request.group.queue, request.core_request(memory_mib), request.group.preemptible
@@ -543,6 +548,16 @@ def _still_holding(
 
 def _pending(group: PodGroup, refusal: Refusal) -> GroupDecision:
     return GroupDecision(group.key, group.queue, False, refusal.reason, refusal.message)
+
+
+def _unhonoured(request: GangRequest, refusal: Refusal) -> GroupDecision:
+    """A gang that runs at its minimum keeps running; its pods beyond it wait, told why."""
+    if request.core and not request.growth:
+        return _pending(request.group, refusal)
+    group = request.group
+    return GroupDecision(
+        group.key, group.queue, True, refusal.reason, f"the gang runs; {refusal.message}"
+    )
 
 
 def _proposed(outcome: AllocationOutcome) -> list[ProposedBinding]:

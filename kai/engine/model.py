@@ -144,6 +144,7 @@ class Pod:
     gpu_groups: tuple[str, ...] = ()  # shared devices a running fractional pod sits on
     scheduler_is_ours: bool = True
     deleting_since: datetime | None = None  # a running pod being deleted: since when
+    unhonoured: str | None = None  # a required constraint kai cannot honour yet: its field
     # Derived once: placement loops compare these millions of times, and exact
     # Fractions (or an f-string per access) would dominate the cycle.
     key: str = field(init=False, repr=False, compare=False)

@@ -83,6 +83,8 @@ def validate(
             problems.append(f"pod {pod.key} is not pending ({pod.phase.value})")
         if not may_run_on(node, pod.placement):
             problems.append(f"pod {pod.key} may not run on node {node.name}")
+        if pod.unhonoured is not None:
+            problems.append(f"pod {pod.key} is bound with {pod.unhonoured}, which kai cannot keep")
         new.append((pod, binding))
     problems += _check_nodes(snapshot, new, index)
     problems += _check_gangs(snapshot, new, index)
@@ -533,7 +535,10 @@ class EvictionAudit:
             pod = self._pods.get(record.pod)
             if pod is None:
                 problems.append(f"pipelined pod {record.pod} does not exist")
-            elif pod.group == group.key:
+                continue
+            if pod.unhonoured is not None:
+                problems.append(f"pod {pod.key} is placed with {pod.unhonoured}, kai cannot keep")
+            if pod.group == group.key:
                 own += 1
                 if (
                     pod.phase is not PodPhase.PENDING

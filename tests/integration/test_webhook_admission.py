@@ -22,6 +22,7 @@ from kai_operator_support import (
     gpu_pod,
     operator_config,
     running_operator,
+    told_unschedulable,
     unique,
     wait_for,
 )
@@ -215,6 +216,71 @@ async def test_a_fraction_pod_gets_its_device_wiring_and_runs_through_gpu_sharin
                 await wait_for("the device ConfigMaps the pod references", wired)
                 evar = await core.read_namespaced_config_map(f"{prefix}-0-evar", namespace)
                 assert evar.data["GPU_PORTION"] == "0.5"
+    finally:
+        await delete_queue(api, queue)
+
+
+def _apart_from(name: str, queue: str, app: str) -> client.V1Pod:
+    """A one-GPU pod labelled `app` that must not share a node with another pod labelled so."""
+    pod = gpu_pod(name, queue, 1, labels={"app": app})
+    term = client.V1PodAffinityTerm(
+        label_selector=client.V1LabelSelector(match_labels={"app": app}),
+        topology_key="kubernetes.io/hostname",
+    )
+    pod.spec.affinity = client.V1Affinity(
+        pod_anti_affinity=client.V1PodAntiAffinity(
+            required_during_scheduling_ignored_during_execution=[term]
+        )
+    )
+    return pod
+
+
+async def test_a_required_pod_anti_affinity_is_warned_of_and_its_pod_waits_told_why(
+    api: client.ApiClient,
+    namespace: str,
+    gpu_nodes: NodeFactory,
+    control_plane: ClusterAccess,
+    tmp_path: Path,
+) -> None:
+    """kai cannot keep inter-pod affinity yet: two replicas meant for two nodes would share
+    the one node here. The author is warned when the pod is created, the pod stays pending
+    with the reason, and a pod without the term binds on the same node."""
+    core = client.CoreV1Api(api)
+    await ensure_namespace(api)
+    queue = unique("apart")
+    await create_queue(api, queue)
+    await gpu_nodes(GpuNode(name=unique("gpu"), gpus=2))
+    field = "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    try:
+        async with admitting(api, control_plane, tmp_path, namespace):
+            for name in ("web-0", "web-1"):
+                _, _, headers = await core.create_namespaced_pod_with_http_info(
+                    namespace, _apart_from(name, queue, "web")
+                )
+                assert field in headers.get("Warning", "")
+            _, _, headers = await core.create_namespaced_pod_with_http_info(
+                namespace, gpu_pod("plain", queue, 1)
+            )
+            assert "Warning" not in headers
+            config = operator_config(control_plane.kubeconfig, namespace)
+            async with running_operator(config):
+
+                async def plain_bound() -> bool:
+                    return "plain" in await bound_pods(api, namespace)
+
+                async def told() -> bool:
+                    return all(
+                        [
+                            await told_unschedulable(
+                                api, namespace, name, "UnhonouredConstraint", field
+                            )
+                            for name in ("web-0", "web-1")
+                        ]
+                    )
+
+                await wait_for("the pod without the term to be bound", plain_bound)
+                await wait_for("both replicas to be told why they wait", told)
+                assert set(await bound_pods(api, namespace)) == {"plain"}
     finally:
         await delete_queue(api, queue)
 

@@ -261,8 +261,6 @@ def check_supported(topo: GoStruct) -> None:
                 raise NotSupportedError("MIG")
             if get(task, "ResourceClaimNames") or get(task, "ResourceClaimTemplates"):
                 raise NotSupportedError("DRA")
-            if get(task, "PodAffinityTopologyKey") or get(task, "PodAntiAffinityTopologyKey"):
-                raise NotSupportedError("inter-pod affinity")
             if get(task, "PersistentVolumeClaimNames"):
                 raise NotSupportedError("persistent volume claims")
     for expected in [
@@ -671,6 +669,8 @@ def _pod(
         labels["kai.scheduler/task-priority"] = str(int(get(task, "Priority")))
     if labelled:
         labels["kai.scheduler/subgroup-name"] = str(get(task, "SubGroupName"))
+    affinity_labels = {str(k): str(v) for k, v in get(task, "PodAffinityLabels", {}).items()}
+    labels.update(affinity_labels)
     annotations.update({str(k): str(v) for k, v in get(task, "Annotations", {}).items()})
     metadata: dict[str, Any] = {
         "name": pod_name,
@@ -710,6 +710,15 @@ def _pod(
                 }
             }
         }
+    for kind, key in (
+        ("podAffinity", get(task, "PodAffinityTopologyKey")),
+        ("podAntiAffinity", get(task, "PodAntiAffinityTopologyKey")),
+    ):
+        if affinity_labels and key:  # KAI's tasks_fake: one term selecting the pod's own labels
+            term = {"topologyKey": str(key), "labelSelector": {"matchLabels": affinity_labels}}
+            pod_spec.setdefault("affinity", {})[kind] = {
+                "requiredDuringSchedulingIgnoredDuringExecution": [term]
+            }
     phase = {"Succeeded": "Succeeded", "Failed": "Failed"}.get(
         status, "Running" if node else "Pending"
     )

@@ -37,6 +37,7 @@ from kai.engine.evictions.reclaim_rules import (
 from kai.engine.evictions.state import EvictionState
 from kai.engine.model import PlacementStrategy, Pod
 from kai.engine.resources import NO_RESOURCES, Resources
+from kai.engine.unhonoured import may_be_moved
 
 # -- who may trigger and who may be a victim ------------------------------------------
 
@@ -67,6 +68,8 @@ def victim_options(
     now = state.inputs.snapshot.now
     options: list[VictimOption] = []
     for gang, minimum in _candidates(state, action, preemptor):
+        if action is Action.CONSOLIDATE and not may_be_moved(gang.pods):
+            continue
         whole = not protected(gang.group, minimum, now)
         if whole or gang.elastic:
             options.append(VictimOption(gang, whole))

@@ -49,7 +49,7 @@ UNREAD = {
     "managed fields": (("metadata", "managedFields"), [{"manager": "kubectl"}]),
     "a resource version": (("metadata", "resourceVersion"), "42"),
     "a host name": (("spec", "hostname"), "worker-3"),
-    "pod affinity": (("spec", "affinity", "podAffinity"), {"x": 1}),
+    "a DNS policy": (("spec", "dnsPolicy"), "ClusterFirst"),
     "a condition": (("status", "conditions"), [{"type": "PodScheduled"}]),
 }
 

@@ -1,0 +1,130 @@
+"""A pod with a required inter-pod affinity term waits, told why; kai never places it by guess.
+
+KAI and kube-scheduler keep inter-pod affinity and anti-affinity; kai's engine places pods
+by node predicates alone. kai read the pod as if the term were not there, so two replicas
+meant for two nodes could share one. Now the parser records the term's field
+(`kai.api.unhonoured`), the cycle leaves the gang pending with `UnhonouredConstraint`
+(`kai.engine.unhonoured`), consolidation does not move a running pod that has one, and the
+validator refuses an answer that places one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from kai.api.admission import pod_admission_warnings
+from kai.api.parse import parse_pod
+from kai.engine.cycle import run_cycle
+from kai.engine.evictions.decisions import Action
+from kai.engine.evictions.rules import victim_options
+from kai.engine.model import EngineConfig, Pod
+from kai.engine.unhonoured import UNHONOURED_CONSTRAINT
+from kai.engine.validator import ProposedBinding, validate
+from tests.unit.engine.builders import group, node, pod, queue, snapshot
+from tests.unit.evictions.helpers import eviction_state, preemptor
+
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+ANTI = f"spec.affinity.podAntiAffinity.{REQUIRED}"
+ZONE_TERM = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+TERM = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+
+
+def _manifest(affinity: dict[str, Any] | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"schedulerName": "kai-scheduler", "containers": [{"name": "c"}]}
+    if affinity is not None:
+        spec["affinity"] = affinity
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}
+
+
+@pytest.mark.parametrize(
+    ("affinity", "field"),
+    [
+        (None, None),
+        ({"podAntiAffinity": {REQUIRED: [TERM]}}, ANTI),
+        ({"podAffinity": {REQUIRED: [TERM]}}, f"spec.affinity.podAffinity.{REQUIRED}"),
+        ({"podAntiAffinity": {REQUIRED: []}}, None),
+        # A preference is a score in kube-scheduler; kai reads no scores of either kind.
+        ({"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{}]}}, None),
+        ({"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [ZONE_TERM]}}}, None),
+    ],
+)
+def test_the_parser_records_the_field_of_a_required_inter_pod_term(
+    affinity: dict[str, Any] | None, field: str | None
+) -> None:
+    assert parse_pod(_manifest(affinity), "default/pg").unhonoured == field
+    warnings = pod_admission_warnings(_manifest(affinity))
+    assert [warning.split(": ")[0] for warning in warnings] == ([field] if field else [])
+
+
+def test_an_unreadable_affinity_gets_no_warning_the_api_server_refuses_it() -> None:
+    assert pod_admission_warnings(_manifest({"podAntiAffinity": {REQUIRED: "x"}})) == []
+
+
+def _apart(key_pod: Pod) -> Pod:
+    return dataclasses.replace(key_pod, unhonoured=ANTI)
+
+
+def test_the_gang_waits_told_why_and_others_are_placed() -> None:
+    """Two 1-GPU replicas, one with the term; a third pod. One node of 2 GPUs."""
+    snap = snapshot(
+        [node("n", gpus=2)],
+        [_apart(pod("web-0", "web", 1)), pod("web-1", "web", 1), pod("other-0", "other", 1)],
+        [group("web", "q", min_member=2), group("other", "q")],
+        [queue("q")],
+    )
+    result = run_cycle(snap, EngineConfig(time_limit_seconds=0))
+    web = result.groups["ns/web"]
+    assert (web.scheduled, web.reason) == (False, UNHONOURED_CONSTRAINT)
+    assert web.message.startswith(f"pod ns/web-0: {ANTI}: kai does not place pods by inter-pod")
+    assert [binding.pod for binding in result.bindings] == ["ns/other-0"]
+
+
+def test_a_running_gang_keeps_running_while_its_pod_with_the_term_waits() -> None:
+    snap = snapshot(
+        [node("n", gpus=4)],
+        [pod("el-0", "el", 1, node_name="n"), _apart(pod("el-1", "el", 1))],
+        [group("el", "q", min_member=1)],
+        [queue("q")],
+    )
+    result = run_cycle(snap, EngineConfig(time_limit_seconds=0))
+    decision = result.groups["ns/el"]
+    assert (decision.scheduled, decision.reason) == (True, UNHONOURED_CONSTRAINT)
+    assert decision.message.startswith("the gang runs; pod ns/el-1: ")
+    assert result.bindings == ()
+
+
+def test_a_running_pod_with_the_term_is_counted_and_never_moved() -> None:
+    """n0 is full with a's pod beside b's; n1 runs c's; a 2-GPU pod waits. Consolidation
+    could move a's pod to free n0, but it would re-place it by node predicates alone: with
+    the term, a's pod is no victim consolidation may take."""
+
+    def movable(term: bool) -> list[str]:
+        first = pod("a-0", "a", 1, node_name="n0")
+        snap = snapshot(
+            [node("n0", gpus=2), node("n1", gpus=2)],
+            [
+                _apart(first) if term else first,
+                pod("b-0", "b", 1, node_name="n0"),
+                pod("c-0", "c", 1, node_name="n1"),
+                pod("wide-0", "wide", 2),
+            ],
+            [group("a", "q"), group("b", "q"), group("c", "q"), group("wide", "q")],
+            [queue("q")],
+        )
+        state = eviction_state(snap)
+        options = victim_options(state, Action.CONSOLIDATE, preemptor(state, "ns/wide"))
+        return sorted(option.gang.key for option in options)
+
+    assert "ns/a" in movable(term=False)
+    assert "ns/a" not in movable(term=True)
+
+
+def test_the_validator_refuses_an_answer_that_places_a_pod_with_the_term() -> None:
+    snap = snapshot(
+        [node("n", gpus=1)], [_apart(pod("web-0", "web", 1))], [group("web", "q")], [queue("q")]
+    )
+    problems = validate(snap, [ProposedBinding("ns/web-0", "n", ())])
+    assert problems == [f"pod ns/web-0 is bound with {ANTI}, which kai cannot keep"]
