@@ -114,14 +114,14 @@ def pod_admission_errors(manifest: Mapping[str, Any]) -> list[ManifestError]:
 
 
 def pod_admission_warnings(manifest: Mapping[str, Any]) -> list[str]:
-    """What the pod's author should know before it waits: a required constraint kai cannot
-    honour yet leaves its gang pending (`kai.engine.unhonoured`). An affinity the API server
-    will refuse gets no warning; its refusal says more."""
-    affinity = _mapping(manifest.get("spec")).get("affinity")
+    """What the pod's author should know before it waits: a requirement kai cannot honour
+    yet leaves its gang pending (`kai.engine.unhonoured`). The API server has validated the
+    pod before this webhook is called, so a spec that does not validate gets no warning."""
     try:
-        field = unhonoured_field(corev1.Affinity.model_validate(affinity or {}))
+        spec = corev1.PodSpec.model_validate(_mapping(manifest.get("spec")))
     except ValidationError:
         return []
+    field = unhonoured_field(spec)
     return [unhonoured_message(field)] if field is not None else []
 
 

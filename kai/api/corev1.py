@@ -82,6 +82,7 @@ class PodSpec(WireModel):
     affinity: Affinity | None = None
     tolerations: list[Toleration] = Field(default_factory=list)
     scheduling_gates: list[SchedulingGate] = Field(default_factory=list)
+    resource_claims: list[Any] = Field(default_factory=list)  # DRA: only whether any is read
 
 
 PodPhaseName = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]

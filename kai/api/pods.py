@@ -72,7 +72,7 @@ def parse_pod(manifest: Mapping[str, Any], pod_group_key: str) -> Pod:
         gpu_groups=gpu_groups(metadata.labels),
         scheduler_is_ours=spec.scheduler_name == SCHEDULER_NAME,
         deleting_since=metadata.deletion_timestamp if wire.status.phase == "Running" else None,
-        unhonoured=unhonoured_field(spec.affinity),
+        unhonoured=unhonoured_field(spec),
     )
 
 

@@ -1,26 +1,32 @@
-"""The required constraints a pod may carry that kai does not honour yet: which field holds one.
+"""What a pod may require that kai does not honour yet: which field holds it.
 
-KAI and kube-scheduler filter nodes by inter-pod affinity and anti-affinity (a pod
-beside, or never beside, pods with given labels in a topology domain). kai's engine
-places pods by node predicates alone, so it cannot keep such a term. Placing the pod
-anyway would break a constraint its author made required (two replicas meant for two
-nodes, sharing one); the engine leaves the pod's gang pending instead and says why
-(`kai.engine.unhonoured`, which words it), and the admission webhook warns when the
-pod is created.
-Preferred terms are scores in kube-scheduler, as preferred node affinity is, and kai
-reads neither.
+- Inter-pod affinity and anti-affinity: KAI and kube-scheduler filter nodes by them (a
+  pod beside, or never beside, pods with given labels in a topology domain). kai's engine
+  places pods by node predicates alone, so it cannot keep a required term. Preferred
+  terms are scores in kube-scheduler, as preferred node affinity is, and kai reads neither.
+- DRA resource claims (`spec.resourceClaims`): the scheduler that binds the pod must
+  allocate its claims; kai does not, and a pod bound with its claims unallocated never
+  starts.
+
+Placing such a pod would break what its author required; the engine leaves the pod's
+gang pending instead and says why (`kai.engine.unhonoured`, which words it), and the
+admission webhook warns when the pod is created.
 """
 
 from __future__ import annotations
 
 from kai.api import corev1
 
+RESOURCE_CLAIMS = "spec.resourceClaims"
 _AFFINITY = "spec.affinity"
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
-def unhonoured_field(affinity: corev1.Affinity | None) -> str | None:
-    """The path of the first required term kai cannot honour in a pod's affinity, or None."""
+def unhonoured_field(spec: corev1.PodSpec) -> str | None:
+    """The path of the first requirement of the pod that kai cannot honour, or None."""
+    if spec.resource_claims:
+        return RESOURCE_CLAIMS
+    affinity = spec.affinity
     if affinity is None:
         return None
     for name, terms in (

@@ -1,12 +1,13 @@
-"""A gang with a pod whose required constraint kai cannot honour yet is left pending, and told why.
+"""A gang with a pod whose requirement kai cannot honour yet is left pending, and told why.
 
-The parser records the field of such a constraint on the pod (`Pod.unhonoured`: today a
-required inter-pod affinity or anti-affinity term, `kai.api.unhonoured`). Placing the
-pod would break what its author made required, so the cycle offers its gang to no pass,
-neither the allocation nor the eviction actions, and the gang's PodGroup carries this
-reason. Pods already on a node are counted as they are: they were placed by another
-scheduler or before the term was read, and their room is taken either way; but
-consolidation does not move them, as it would re-place them by node predicates alone.
+The parser records the field of such a requirement on the pod (`Pod.unhonoured`: today a
+required inter-pod affinity or anti-affinity term, or DRA resource claims;
+`kai.api.unhonoured`). Placing the pod would break what its author required, so the
+cycle offers its gang to no pass, neither the allocation nor the eviction actions, and
+the gang's PodGroup carries this reason. Pods already on a node are counted as they
+are: another scheduler placed them, or kai before it read the field, and their room is
+taken either way; but consolidation does not move them, as it would re-place them
+without honouring it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,12 @@ UNHONOURED_CONSTRAINT = "UnhonouredConstraint"
 
 
 def unhonoured_message(field: str) -> str:
-    """What a pod with a term at `field` is told, by the cycle and at admission."""
+    """What a pod with a requirement at `field` is told, by the cycle and at admission."""
+    if field.startswith("spec.resourceClaims"):
+        return (
+            f"{field}: kai does not allocate DRA resource claims yet, and a pod bound with "
+            "its claims unallocated never starts; it waits for a scheduler that does"
+        )
     return (
         f"{field}: kai does not place pods by inter-pod affinity yet, so a required term "
         "leaves the pod pending rather than broken; remove the term or make it preferred"

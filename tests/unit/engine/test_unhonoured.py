@@ -1,8 +1,9 @@
-"""A pod with a required inter-pod affinity term waits, told why; kai never places it by guess.
+"""A pod with a requirement kai cannot honour yet waits, told why; kai never places it by guess.
 
 KAI and kube-scheduler keep inter-pod affinity and anti-affinity; kai's engine places pods
 by node predicates alone. kai read the pod as if the term were not there, so two replicas
-meant for two nodes could share one. Now the parser records the term's field
+meant for two nodes could share one (and bound a pod with DRA claims it never allocated,
+which then never started). Now the parser records the term's field
 (`kai.api.unhonoured`), the cycle leaves the gang pending with `UnhonouredConstraint`
 (`kai.engine.unhonoured`), consolidation does not move a running pod that has one, and the
 validator refuses an answer that places one.
@@ -32,10 +33,11 @@ ZONE_TERM = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["
 TERM = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
 
 
-def _manifest(affinity: dict[str, Any] | None) -> dict[str, Any]:
+def _manifest(affinity: dict[str, Any] | None, **more: Any) -> dict[str, Any]:
     spec: dict[str, Any] = {"schedulerName": "kai-scheduler", "containers": [{"name": "c"}]}
     if affinity is not None:
         spec["affinity"] = affinity
+    spec.update(more)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}
 
 
@@ -57,6 +59,16 @@ def test_the_parser_records_the_field_of_a_required_inter_pod_term(
     assert parse_pod(_manifest(affinity), "default/pg").unhonoured == field
     warnings = pod_admission_warnings(_manifest(affinity))
     assert [warning.split(": ")[0] for warning in warnings] == ([field] if field else [])
+
+
+def test_dra_resource_claims_are_recorded_and_warned_of() -> None:
+    """A pod bound with its claims unallocated never starts: kai, which does not allocate
+    them, leaves it pending."""
+    claims = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+    manifest = _manifest({"podAntiAffinity": {REQUIRED: [TERM]}}, resourceClaims=claims)
+    assert parse_pod(manifest, "default/pg").unhonoured == "spec.resourceClaims"
+    [warning] = pod_admission_warnings(manifest)
+    assert warning.startswith("spec.resourceClaims: kai does not allocate DRA resource claims")
 
 
 def test_an_unreadable_affinity_gets_no_warning_the_api_server_refuses_it() -> None:
