@@ -1,7 +1,7 @@
 """A gang with a pod whose requirement kai cannot honour yet is left pending, and told why.
 
 The parser records the field of such a requirement on the pod (`Pod.unhonoured`: today a
-required inter-pod affinity or anti-affinity term, or DRA resource claims;
+required inter-pod affinity or anti-affinity term, DRA resource claims, or a MIG slice;
 `kai.api.unhonoured`). Placing the pod would break what its author required, so the
 cycle offers its gang to no pass, neither the allocation nor the eviction actions, and
 the gang's PodGroup carries this reason. Pods already on a node are counted as they
@@ -20,17 +20,30 @@ from kai.engine.model import Pod
 UNHONOURED_CONSTRAINT = "UnhonouredConstraint"
 
 
+_WHY = (
+    (
+        "spec.resourceClaims",
+        "kai does not allocate DRA resource claims yet, and a pod bound with its claims "
+        "unallocated never starts; it waits for a scheduler that does",
+    ),
+    (
+        "nvidia.com/mig-",
+        "kai does not place MIG slices yet, and a pod bound where its slice is not free "
+        "fails; it waits for a scheduler that does",
+    ),
+    (
+        "Affinity.",
+        "kai does not place pods by inter-pod affinity yet, so a required term leaves the "
+        "pod pending rather than broken; remove the term or make it preferred",
+    ),
+)
+"""What a requirement's field holds (`kai.api.unhonoured` names the fields), and why it waits."""
+
+
 def unhonoured_message(field: str) -> str:
     """What a pod with a requirement at `field` is told, by the cycle and at admission."""
-    if field.startswith("spec.resourceClaims"):
-        return (
-            f"{field}: kai does not allocate DRA resource claims yet, and a pod bound with "
-            "its claims unallocated never starts; it waits for a scheduler that does"
-        )
-    return (
-        f"{field}: kai does not place pods by inter-pod affinity yet, so a required term "
-        "leaves the pod pending rather than broken; remove the term or make it preferred"
-    )
+    why = next(text for marker, text in _WHY if marker in field)
+    return f"{field}: {why}"
 
 
 def unhonoured_refusal(pending: Iterable[Pod]) -> Refusal | None:
