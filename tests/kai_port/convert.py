@@ -861,6 +861,27 @@ def _expectations(
 # --- the whole run ------------------------------------------------------------------------
 
 
+def built_cases(evaluator: Evaluator, name: str, function: Any, cases: list[Any]) -> list[Any]:
+    """The cases a function builds with statements (make, append, loops), not as a table.
+
+    A helper (`getXMetadata()`) returns them: it is run. A Test function hands a variable
+    to the harness: its statements are run up to the harness call, and each case is what
+    the variable the case literal declared holds then.
+    """
+    if not name.startswith("Test"):
+        returned = evaluator.call_function(function, [])
+        return list(returned) if isinstance(returned, list) else [returned]
+    scope = evaluator.run_until_harness(function)
+    values = []
+    for case in cases:
+        declaration = case.parent.parent if case.parent is not None else None
+        if declaration is None or declaration.type != "short_var_declaration":
+            raise UnsupportedError("a case built by statements but not declared by name")
+        left = declaration.child_by_field_name("left")
+        values.append(scope.lookup(text(left.named_children[0])))
+    return values
+
+
 def slug(name: str) -> str:
     return re.sub(r"-+", "-", re.sub(r"[^a-z0-9]+", "-", name.lower())).strip("-")[:60] or "case"
 
@@ -878,22 +899,24 @@ def convert_file(repo: Path, tag: str, path: str, outcome: Outcome, out: Path) -
         driver, reason = harness.get(
             function_name, (None, f"{function_name} is not run by a Test function")
         )
-        changed = evaluator.reassigned_locals(function)
-        if changed and driver is not None:
-            driver, reason = (
-                None,
-                (
-                    "the case is built by Go code (make, append, loops), not a table: "
-                    f"{function_name} changes {', '.join(sorted(changed))} after declaring it"
-                ),
-            )
-        for case_node in cases:
+        built: list[Any] | None = None
+        if evaluator.reassigned_locals(function) and driver is not None:
+            try:
+                built = built_cases(evaluator, function_name, function, cases)
+            except UnsupportedError as error:
+                driver, reason = (
+                    None,
+                    f"the case is built by Go code (make, append, loops), not a table: {error}",
+                )
+        for index, case_node in enumerate(cases):
+            if built is not None and index >= len(built):
+                break
             number_in_file += 1
             case_id = f"{stem}/{number_in_file:03d}"
             scope = evaluator.function_scope(function)
             title = sibling_name(case_node) or ""
             try:
-                value = evaluator.eval(case_node, scope)
+                value = built[index] if built is not None else evaluator.eval(case_node, scope)
                 is_meta = getattr(value, "type_name", None) == "TestTopologyMetadata" or (
                     isinstance(value, GoStruct) and "TestTopologyBasic" in value
                 )

@@ -6,9 +6,11 @@ constants, pointer helpers (`ptr.To`, `pointer.Int`, ...), arithmetic, durations
 SubGroup builders (`subgroup_info.NewSubGroupSet`, `NewPodSet`, `AddPodSet`,
 `AddSubGroup`, `SetMinSubGroup`, `jobs_fake.DefaultSubGroup`), including the
 `func() T { ...; return x }()` closures the tables build them in, and helper functions
-made of simple statements: `make` of an empty map or slice, assignments, `++`/`--`, and
-three-clause `for` loops (how KAI's tables build node maps). Anything else raises
-`UnsupportedError` with the construct, so a case is reported, never guessed.
+made of simple statements: `make` of an empty map or slice, `append`, assignments (to
+variables, map entries and struct fields, an embedded struct's promoted ones included),
+`++`/`--`, and three-clause `for` loops (how KAI's tables build node maps, and how a few
+tests build a whole case before the harness takes it, `run_until_harness`). Anything else
+raises `UnsupportedError` with the construct, so a case is reported, never guessed.
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ class SubGroupSet:
     pod_sets: list[PodSet] = field(default_factory=list)
     children: list[SubGroupSet] = field(default_factory=list)
 
+
+HARNESS_CALL = re.compile(r"\b(BuildSession|RunTests?)\(")
+HARNESS_SETUP = re.compile(r"\b(InitTestingInfrastructure|NewController)\(")
 
 SECOND = 1.0
 MAX_LOOP_ITERATIONS = 10_000
@@ -163,7 +168,12 @@ class Evaluator:
             if spec.type in ("const_spec", "var_spec"):
                 names = [c for c in spec.children_by_field_name("name")]
                 value = spec.child_by_field_name("value")
-                if value is None:
+                if value is None:  # Go's zero value, for the kinds tests build up from it
+                    kind = _type_kind(spec.child_by_field_name("type"))
+                    if kind in ("slice", "map"):
+                        scope.values.update(
+                            (text(name), [] if kind == "slice" else {}) for name in names
+                        )
                     continue
                 values = value.named_children if value.type == "expression_list" else [value]
                 for name, val in zip(names, values, strict=False):
@@ -263,6 +273,10 @@ class Evaluator:
             return CONSTANTS[name]
         operand = node.child_by_field_name("operand")
         if operand is not None and operand.type == "identifier":
+            local = _local(scope, text(operand))
+            if isinstance(local, GoStruct):  # test.Jobs, where the test builds its case
+                field_name = text(node.child_by_field_name("field"))  # type: ignore[arg-type]
+                return _holder(local, field_name).get(field_name)
             # pod_status.Running, node_info.MigStrategyMixed, v1.PodQOSGuaranteed, ...: symbolic.
             return Symbol(name)
         raise UnsupportedError(f"selector {name}")
@@ -352,6 +366,11 @@ class Evaluator:
         name = text(function)
         if name == "make":
             return _make(arguments)
+        if name == "append":
+            first, *rest = [self.eval(a, scope) for a in arguments.named_children]
+            if not isinstance(first, list | type(None)):
+                raise UnsupportedError(f"append to {text(arguments)[:60]}")
+            return [*(first or []), *rest]
         args = [self.eval(a, scope) for a in arguments.named_children if a.type != "type_arguments"]
         if name in PASS_THROUGH:
             if len(args) != 1:
@@ -400,6 +419,27 @@ class Evaluator:
             raise UnsupportedError(f"call of {name} with variadic args")
         scope.values.update(zip(names, args, strict=True))
         return self.run_block(function.child_by_field_name("body"), scope)
+
+    def run_until_harness(self, function: Node) -> Scope:
+        """Run a Test function's statements that build its case, in order, and return its scope.
+
+        A test that builds its case with statements (make, append, loops) then hands it to
+        the harness: the run stops at the first harness call (`BuildSession`, `RunTests`),
+        and skips the harness's setup (`InitTestingInfrastructure`, `NewController`, defers).
+        """
+        scope = Scope(self, self.file_scope)
+        body = function.child_by_field_name("body")
+        for statement in _statements(body) if body is not None else []:
+            source = text(statement)
+            if HARNESS_CALL.search(source):
+                break
+            if statement.type == "defer_statement" or HARNESS_SETUP.search(source):
+                continue
+            if statement.type == "for_statement":
+                self._run_for(statement, scope)
+            else:
+                self._run_simple(statement, scope)
+        return scope
 
     def run_block(self, block: Node | None, scope: Scope) -> Any:
         """Run a function body: simple statements, `for` loops, and one return."""
@@ -483,9 +523,17 @@ class Evaluator:
     def _store(self, target: Node, value: Any, scope: Scope) -> None:
         if target.type == "identifier":
             scope.assign(text(target), value)
+        elif target.type == "selector_expression":
+            container = self.eval(target.child_by_field_name("operand"), scope)  # type: ignore[arg-type]
+            if not isinstance(container, GoStruct):
+                raise UnsupportedError(f"assignment to {text(target)[:60]}")
+            field_name = text(target.child_by_field_name("field"))  # type: ignore[arg-type]
+            _holder(container, field_name)[field_name] = value
         elif target.type == "index_expression":
             container = self.eval(target.child_by_field_name("operand"), scope)  # type: ignore[arg-type]
             key = self.eval(target.child_by_field_name("index"), scope)  # type: ignore[arg-type]
+            if not isinstance(container, dict | list):
+                raise UnsupportedError(f"assignment to {text(target)[:60]}")
             container[key] = value
         else:
             raise UnsupportedError(f"assignment to {text(target)[:60]}")
@@ -533,6 +581,27 @@ def _apply(operator: str, left: Any, right: Any, source: str) -> Any:
             left / right if isinstance(left, float) or isinstance(right, float) else left // right
         )
     raise UnsupportedError(f"binary operator {operator}")
+
+
+def _holder(struct: GoStruct, name: str) -> GoStruct:
+    """The struct that holds field `name`: `struct`, or the embedded struct Go promotes it
+    from (`test.Nodes` of a TestTopologyMetadata is its TestTopologyBasic's)."""
+    if name in struct:
+        return struct
+    for key, value in struct.items():
+        if isinstance(value, GoStruct) and value.type_name == key:
+            inner = _holder(value, name)
+            if name in inner:
+                return inner
+    return struct
+
+
+def _local(scope: Scope, name: str) -> Any:
+    """The value of a variable in scope, or None when `name` is none (a package name)."""
+    try:
+        return scope.lookup(name)
+    except UnsupportedError:
+        return None
 
 
 def _make(arguments: Node) -> Any:
