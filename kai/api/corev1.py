@@ -47,11 +47,32 @@ class NodeAffinity(WireModel):
     required_during_scheduling_ignored_during_execution: NodeSelector | None = None
 
 
-class PodAffinity(WireModel):
-    """podAffinity or podAntiAffinity: kai reads only whether required terms exist
-    (`kai.api.unhonoured`), so the terms are kept as written."""
+class LabelSelectorRequirement(WireModel):
+    key: str = Field(min_length=1)
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = Field(default_factory=list)
 
-    required_during_scheduling_ignored_during_execution: list[Any] = Field(default_factory=list)
+
+class LabelSelector(WireModel):
+    match_labels: dict[str, str] = Field(default_factory=dict)
+    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+
+
+class PodAffinityTerm(WireModel):
+    label_selector: LabelSelector | None = None
+    namespaces: list[str] = Field(default_factory=list)
+    namespace_selector: LabelSelector | None = None
+    topology_key: str = Field(min_length=1)
+    match_label_keys: list[str] = Field(default_factory=list)
+    mismatch_label_keys: list[str] = Field(default_factory=list)
+
+
+class PodAffinity(WireModel):
+    """podAffinity or podAntiAffinity; preferred terms are scores, which kai does not read."""
+
+    required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] = Field(
+        default_factory=list
+    )
 
 
 class Affinity(WireModel):

@@ -27,6 +27,7 @@ from kai.api.errors import ManifestError, ObjectRef, object_ref, raise_all, vali
 from kai.api.fields import ObjectMeta, integer_or_none
 from kai.api.gpu_sharing import pod_gpu_request
 from kai.api.placement import pod_placement
+from kai.api.pod_affinity import pod_terms
 from kai.api.projection import field_keys, read_part
 from kai.api.requests import container_errors, effective_requests
 from kai.api.unhonoured import unhonoured_field
@@ -73,6 +74,8 @@ def parse_pod(manifest: Mapping[str, Any], pod_group_key: str) -> Pod:
         scheduler_is_ours=spec.scheduler_name == SCHEDULER_NAME,
         deleting_since=metadata.deletion_timestamp if wire.status.phase == "Running" else None,
         unhonoured=unhonoured_field(spec),
+        labels=tuple(sorted(metadata.labels.items())),
+        pod_terms=pod_terms(spec.affinity, ref.namespace or "default", metadata.labels),
     )
 
 

@@ -1,9 +1,7 @@
 """What a pod may require that kai does not honour yet: which field holds it.
 
-- Inter-pod affinity and anti-affinity: KAI and kube-scheduler filter nodes by them (a
-  pod beside, or never beside, pods with given labels in a topology domain). kai's engine
-  places pods by node predicates alone, so it cannot keep a required term. Preferred
-  terms are scores in kube-scheduler, as preferred node affinity is, and kai reads neither.
+- Inter-pod affinity terms that select namespaces by their labels: kai does not read
+  namespaces (`kai.api.pod_affinity` reads every other term, and the engine keeps them).
 - DRA resource claims (`spec.resourceClaims`): the scheduler that binds the pod must
   allocate its claims; kai does not, and a pod bound with its claims unallocated never
   starts.
@@ -19,11 +17,10 @@ admission webhook warns when the pod is created.
 from __future__ import annotations
 
 from kai.api import corev1
+from kai.api.pod_affinity import namespace_selector_field
 
 RESOURCE_CLAIMS = "spec.resourceClaims"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
-_AFFINITY = "spec.affinity"
-_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 def unhonoured_field(spec: corev1.PodSpec) -> str | None:
@@ -33,16 +30,7 @@ def unhonoured_field(spec: corev1.PodSpec) -> str | None:
     mig = _mig_request(spec)
     if mig is not None:
         return mig
-    affinity = spec.affinity
-    if affinity is None:
-        return None
-    for name, terms in (
-        ("podAffinity", affinity.pod_affinity),
-        ("podAntiAffinity", affinity.pod_anti_affinity),
-    ):
-        if terms is not None and terms.required_during_scheduling_ignored_during_execution:
-            return f"{_AFFINITY}.{name}.{_REQUIRED}"
-    return None
+    return namespace_selector_field(spec.affinity)
 
 
 def _mig_request(spec: corev1.PodSpec) -> str | None:

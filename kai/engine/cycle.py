@@ -57,6 +57,7 @@ from kai.engine.model import (
     Snapshot,
 )
 from kai.engine.object_index import ObjectIndex
+from kai.engine.pod_affinity import PodAffinity
 from kai.engine.resources import exact_sum
 from kai.engine.topology import TopologyIndex
 from kai.engine.unhonoured import unhonoured_refusal
@@ -73,6 +74,9 @@ ALL_PLACED = "all-placed"
 pending pod is placed, so no answer can be better in that order, in GPUs or in pods, and
 a tie keeps greedy's answer; the model is not built. Most cycles of a cluster with room
 are this (each cycle of a burst of plain pods is)."""
+POD_AFFINITY = "pod-affinity"
+"""The solver's status when a gang an inter-pod affinity term concerns waits: the model
+does not see the terms, so the greedy pass, which keeps them, answers alone."""
 NO_ANSWER = "no-answer"
 """The solver's status when it ran and found no answer in its time, not even the greedy one
 it was given as a hint (at 5,000 nodes its presolve takes the first stage's whole budget)."""
@@ -190,6 +194,17 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
         placeable.append(request)
 
     eligible_for = memo.eligibility()
+    pod_affinity = (
+        PodAffinity(snapshot.nodes, snapshot.pods)
+        if any(pod.pod_terms for pod in snapshot.pods)
+        else None
+    )
+    concerned = {
+        request.key
+        for request in (*placeable, *refused)
+        if pod_affinity is not None
+        and any(pod_affinity.concerns(pod) for pod in (*request.core, *request.elastic))
+    }
 
     fragmentation = (  # bin-packing's measure: spreading places by free GPUs alone
         memo.fragmentation(facts.workload)
@@ -211,6 +226,7 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
         fragmentation,
         topology,
         memo.cpu_balance(),
+        pod_affinity=pod_affinity,
     )
 
     def run_greedy(
@@ -226,6 +242,8 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
         if config.time_limit_seconds > 0
         else "not-run"
     )
+    if status is None and concerned:
+        status = POD_AFFINITY
 
     def evictions_on(placed: Mapping[str, PodPlacement]) -> EvictionInputs:
         """The eviction actions' inputs once `placed` is the cycle's allocation."""
@@ -240,13 +258,15 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
             [
                 left
                 for request in (*placeable, *refused)
-                if (left := left_to_place(request, placed)) is not None
+                if request.key not in concerned
+                and (left := left_to_place(request, placed)) is not None
             ],
             eligible_for,
             memory_mib,
             fragmentation,
             topology,
             SnapshotIndex(groups, facts.pods_of, facts.may_be_stale),
+            pod_affinity,
         )
 
     # With the solver isolated, the eviction actions start in their own child on greedy's
@@ -309,6 +329,9 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
             config,
             memory_mib,
             lambda: _stuck_gpus(snapshot, config),
+            _closed_by_terms(pod_affinity, snapshot, eligible_for, chosen)
+            if pod_affinity is not None
+            else None,
         )
         report = SolverReport(
             solved.answer,
@@ -390,6 +413,7 @@ def _bindings_and_reasons(
     config: EngineConfig,
     memory_mib: int,
     stuck_gpus: Callable[[], Mapping[str, int]],
+    closed_by_terms: Callable[[Pod], str | None] | None,
 ) -> tuple[Binding, ...]:
     """The allocation's bindings; each gang it was offered goes into `decisions`, scheduled
     or pending with its reason and numbers."""
@@ -406,6 +430,7 @@ def _bindings_and_reasons(
         nodes,
         memory_mib,
         stuck_gpus,
+        closed_by_terms,
     )
     placed = chosen.placements
     for request in placeable:
@@ -548,6 +573,25 @@ def _still_holding(
 
 def _pending(group: PodGroup, refusal: Refusal) -> GroupDecision:
     return GroupDecision(group.key, group.queue, False, refusal.reason, refusal.message)
+
+
+def _closed_by_terms(
+    pod_affinity: PodAffinity,
+    snapshot: Snapshot,
+    eligible_for: Callable[[Pod], Callable[[str], bool]],
+    chosen: AllocationOutcome,
+) -> Callable[[Pod], str | None]:
+    """Why the terms close to a pending pod every node its predicates allow, after the answer."""
+    placed = [(placement.pod, placement.node) for placement in chosen.placements.values()]
+
+    def closed(pod: Pod) -> str | None:
+        if not pod_affinity.concerns(pod):
+            return None
+        eligible = eligible_for(pod)
+        nodes = [node.name for node in snapshot.nodes if eligible(node.name)]
+        return pod_affinity.why_not(pod, nodes, placed) if nodes else None
+
+    return closed
 
 
 def _unhonoured(request: GangRequest, refusal: Refusal) -> GroupDecision:

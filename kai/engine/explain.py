@@ -50,7 +50,11 @@ class PendingExplainer:
         nodes: Mapping[str, Node],
         accounting_memory_mib: int,
         stuck_gpus: Callable[[], Mapping[str, int]],
+        closed_by_terms: Callable[[Pod], str | None] | None = None,
     ) -> None:
+        """`closed_by_terms`: why inter-pod affinity terms close every node a pod fits by
+        its predicates (`PodAffinity.why_not`), or None when one is open."""
+        self._closed_by_terms = closed_by_terms
         self._budget = budget_after
         self._before = capacity_before
         self._after = capacity_after
@@ -78,6 +82,16 @@ class PendingExplainer:
             reasons = self._node_rejections(pod)
             if reasons is not None:
                 return Refusal(UNSCHEDULABLE, f"pod {pod.key} fits no node: {reasons}")
+        closing = self._closed_by_terms
+        if closing is not None:
+            for pod in gang.core:
+                closed = closing(pod)
+                if closed:
+                    return Refusal(
+                        UNSCHEDULABLE,
+                        f"pod {pod.key} fits no node its inter-pod affinity terms leave open: "
+                        f"{closed}",
+                    )
         if known is not None:
             return known
         if self._free_gpus is None:

@@ -20,6 +20,7 @@ from kai.engine.gangs import GangRequest, pod_resources
 from kai.engine.job_order import Offer, OfferQueue, PendingOffers, first_offer
 from kai.engine.model import EngineConfig, Pod, Queue
 from kai.engine.node_index import NodeIndex
+from kai.engine.pod_affinity import PodAffinity
 from kai.engine.queue_order import QueueRanking
 from kai.engine.resources import NO_RESOURCES, Resources
 from kai.engine.topology import TopologyIndex, domain_of_placed
@@ -94,6 +95,7 @@ def greedy_allocate(
     accounting_memory_mib: int,
     settled: Settled | None = None,
     topology: TopologyIndex | None = None,
+    pod_affinity: PodAffinity | None = None,
 ) -> AllocationOutcome:
     """Place each gang's core whole or not at all, and its elastic pods one per attempt.
 
@@ -107,7 +109,14 @@ def greedy_allocate(
         outcome.offers.append((gang.key, offer.elastic))
         if offer.elastic == 0:
             placed = _place_core(
-                gang, index, budget, eligible_for, accounting_memory_mib, outcome, topology
+                gang,
+                index,
+                budget,
+                eligible_for,
+                accounting_memory_mib,
+                outcome,
+                topology,
+                pod_affinity,
             )
             if placed:
                 outcome.admitted.append(gang.key)
@@ -119,6 +128,7 @@ def greedy_allocate(
                 _within_domain(gang, eligible_for, outcome, topology),
                 accounting_memory_mib,
                 outcome,
+                pod_affinity,
             )
         following = offer.next_elastic() if placed else None
         if following is not None:
@@ -146,6 +156,8 @@ class KaiOrder:
     """The cycle's Topologies, for gangs with a `topologyConstraint`."""
     balance: CpuBalance | None = None
     """The cluster's cores per GPU, when the caller knows them (a memo's)."""
+    pod_affinity: PodAffinity | None = None
+    """The cycle's inter-pod terms, when a pod carries one (the greedy pass keeps them)."""
     rankings: dict[str, QueueRanking] = field(default_factory=dict, compare=False)
     """Each queue's ranking, shared by every pass in this order: it depends only on the
     queue and its shares (the eviction actions' look at the next cycle runs a pass per
@@ -210,6 +222,7 @@ def allocate_on_index(
         order.accounting_memory_mib,
         settled,
         order.topology,
+        order.pod_affinity,
     )
 
 
@@ -221,6 +234,7 @@ def _place_core(
     accounting_memory_mib: int,
     outcome: AllocationOutcome,
     topology: TopologyIndex | None = None,
+    pod_affinity: PodAffinity | None = None,
 ) -> bool:
     group = gang.group
     request = gang.core_request(accounting_memory_mib)
@@ -232,6 +246,9 @@ def _place_core(
     rules = topology.rules(group) if topology is not None else None
     if rules is not None and rules.problem is not None:
         outcome.refusals[gang.key] = rules.problem
+        return False
+    if rules is not None and rules.rules and _concerned(gang.core, pod_affinity):
+        outcome.refusals[gang.key] = Refusal(UNSCHEDULABLE, TOPOLOGY_AND_TERMS)
         return False
     index.begin()
     if rules is not None and rules.rules:
@@ -251,7 +268,8 @@ def _place_core(
     alone = len(gang.core) == 1
     placed: list[PodPlacement] = []
     for pod in gang.core:
-        node = index.find(pod, eligible_for(pod), alone)
+        eligible = _kept_apart(pod, eligible_for(pod), pod_affinity, outcome, placed)
+        node = index.find(pod, eligible, alone)
         if node is None:
             index.rollback()
             outcome.refusals[gang.key] = Refusal(
@@ -300,6 +318,7 @@ def _place_elastic(
     eligible_for: Callable[[Pod], Callable[[str], bool]],
     accounting_memory_mib: int,
     outcome: AllocationOutcome,
+    pod_affinity: PodAffinity | None = None,
 ) -> bool:
     gang, pod = offer.gang, offer.pods[0]
     group = gang.group
@@ -307,9 +326,34 @@ def _place_elastic(
     if not budget.fits(group.queue, request, group.preemptible):
         outcome.capped.add((gang.key, offer.elastic))
         return False
-    node = index.find(pod, eligible_for(pod), alone=True)
+    node = index.find(pod, _kept_apart(pod, eligible_for(pod), pod_affinity, outcome), alone=True)
     if node is None:
         return False
     outcome.placements[pod.key] = PodPlacement(pod, node, index.take(node, pod, alone=True))
     budget.add(group.queue, request, group.preemptible)
     return True
+
+
+TOPOLOGY_AND_TERMS = (
+    "kai does not yet place a gang with a topology constraint whose pods an inter-pod "
+    "affinity term concerns"
+)
+
+
+def _concerned(pods: Iterable[Pod], pod_affinity: PodAffinity | None) -> bool:
+    return pod_affinity is not None and any(pod_affinity.concerns(pod) for pod in pods)
+
+
+def _kept_apart(
+    pod: Pod,
+    eligible: Callable[[str], bool],
+    pod_affinity: PodAffinity | None,
+    outcome: AllocationOutcome,
+    placed: Iterable[PodPlacement] = (),
+) -> Callable[[str], bool]:
+    """`eligible`, narrowed by the inter-pod terms that concern `pod`, beside every pod
+    placed before it (the pass's and, inside a gang being placed, its mates')."""
+    if pod_affinity is None or not pod_affinity.concerns(pod):
+        return eligible
+    before = [(p.pod, p.node) for p in (*outcome.placements.values(), *placed)]
+    return pod_affinity.restrict(pod, eligible, before)

@@ -119,6 +119,22 @@ class Requirement:
 
 
 @dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """One required inter-pod affinity or anti-affinity term (`kai.engine.pod_affinity`).
+
+    It selects pods by label (`match_labels` and `expressions`, ANDed; a term whose
+    selector was null selects none) in `namespaces` (None: every namespace), and its
+    domain is the value of `topology_key` on the nodes."""
+
+    anti: bool
+    topology_key: str
+    match_labels: tuple[tuple[str, str], ...] = ()
+    expressions: tuple[Requirement, ...] = ()
+    namespaces: frozenset[str] | None = frozenset()
+    selects_nothing: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Placement:
     """Where a pod may go: nodeSelector, required node affinity (OR of ANDed terms), tolerations."""
 
@@ -145,6 +161,8 @@ class Pod:
     scheduler_is_ours: bool = True
     deleting_since: datetime | None = None  # a running pod being deleted: since when
     unhonoured: str | None = None  # a required constraint kai cannot honour yet: its field
+    labels: tuple[tuple[str, str], ...] = ()  # what inter-pod affinity terms select by
+    pod_terms: tuple[PodAffinityTerm, ...] = ()  # its required inter-pod affinity terms
     # Derived once: placement loops compare these millions of times, and exact
     # Fractions (or an f-string per access) would dominate the cycle.
     key: str = field(init=False, repr=False, compare=False)

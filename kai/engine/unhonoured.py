@@ -1,8 +1,8 @@
 """A gang with a pod whose requirement kai cannot honour yet is left pending, and told why.
 
-The parser records the field of such a requirement on the pod (`Pod.unhonoured`: today a
-required inter-pod affinity or anti-affinity term, DRA resource claims, or a MIG slice;
-`kai.api.unhonoured`). Placing the pod would break what its author required, so the
+The parser records the field of such a requirement on the pod (`Pod.unhonoured`: today an
+inter-pod affinity term that selects namespaces by label, DRA resource claims, or a MIG
+slice; `kai.api.unhonoured`). Placing the pod would break what its author required, so the
 cycle offers its gang to no pass, neither the allocation nor the eviction actions, and
 the gang's PodGroup carries this reason. Pods already on a node are counted as they
 are: another scheduler placed them, or kai before it read the field, and their room is
@@ -12,10 +12,11 @@ without honouring it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from kai.engine.budget import Refusal
 from kai.engine.model import Pod
+from kai.engine.pod_affinity import PodAffinity
 
 UNHONOURED_CONSTRAINT = "UnhonouredConstraint"
 
@@ -32,9 +33,9 @@ _WHY = (
         "fails; it waits for a scheduler that does",
     ),
     (
-        "Affinity.",
-        "kai does not place pods by inter-pod affinity yet, so a required term leaves the "
-        "pod pending rather than broken; remove the term or make it preferred",
+        "namespaceSelector",
+        "kai does not read namespaces' labels, which this term selects by, so it leaves the "
+        "pod pending rather than broken; list the namespaces instead",
     ),
 )
 """What a requirement's field holds (`kai.api.unhonoured` names the fields), and why it waits."""
@@ -55,6 +56,9 @@ def unhonoured_refusal(pending: Iterable[Pod]) -> Refusal | None:
     return None
 
 
-def may_be_moved(pods: Iterable[Pod]) -> bool:
-    """Whether consolidation may re-place these running pods: none holds a term kai cannot keep."""
-    return all(pod.unhonoured is None for pod in pods)
+def may_be_moved(pods: Collection[Pod], pod_affinity: PodAffinity | None) -> bool:
+    """Whether consolidation may re-place these running pods: none holds a requirement kai
+    cannot keep, and no inter-pod term concerns them (its moves do not place by the terms)."""
+    if any(pod.unhonoured is not None for pod in pods):
+        return False
+    return pod_affinity is None or not any(pod_affinity.concerns(pod) for pod in pods)

@@ -36,6 +36,7 @@ from kai.engine.model import (
 from kai.engine.object_index import ObjectIndex
 from kai.engine.resources import ResourceName, Resources
 from kai.engine.validator_nodes import may_run_on
+from kai.engine.validator_pod_affinity import pod_affinity_problems
 from kai.engine.validator_shares import (
     Entitlement,
     entitlements,
@@ -89,6 +90,9 @@ def validate(
     problems += _check_nodes(snapshot, new, index)
     problems += _check_gangs(snapshot, new, index)
     problems += _check_queues(snapshot, new)
+    if any(pod.pod_terms for pod in pods.values()):
+        bound = [(pod, binding.node) for pod, binding in new]
+        problems += pod_affinity_problems(snapshot.nodes, list(pods.values()), bound)
     return problems
 
 
@@ -538,6 +542,8 @@ class EvictionAudit:
                 continue
             if pod.unhonoured is not None:
                 problems.append(f"pod {pod.key} is placed with {pod.unhonoured}, kai cannot keep")
+            if pod.pod_terms:
+                problems.append(f"pod {pod.key} has inter-pod terms, which no eviction places by")
             if pod.group == group.key:
                 own += 1
                 if (

@@ -235,52 +235,62 @@ def _apart_from(name: str, queue: str, app: str) -> client.V1Pod:
     return pod
 
 
-async def test_a_required_pod_anti_affinity_is_warned_of_and_its_pod_waits_told_why(
+async def test_replicas_that_avoid_each_other_spread_and_a_term_kai_cannot_keep_is_warned_of(
     api: client.ApiClient,
     namespace: str,
     gpu_nodes: NodeFactory,
     control_plane: ClusterAccess,
     tmp_path: Path,
 ) -> None:
-    """kai cannot keep inter-pod affinity yet: two replicas meant for two nodes would share
-    the one node here. The author is warned when the pod is created, the pod stays pending
-    with the reason, and a pod without the term binds on the same node."""
+    """Three replicas that must not share a node, two nodes: two bind apart, the third
+    waits told why, a pod without the term packs beside them. A term that selects
+    namespaces by their labels, which kai does not read, is warned of at creation and its
+    pod waits with UnhonouredConstraint."""
     core = client.CoreV1Api(api)
     await ensure_namespace(api)
     queue = unique("apart")
     await create_queue(api, queue)
-    await gpu_nodes(GpuNode(name=unique("gpu"), gpus=2))
+    nodes = [unique("gpu"), unique("gpu")]
+    for name in nodes:
+        await gpu_nodes(GpuNode(name=name, gpus=4))
     field = "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    replicas = ("web-0", "web-1", "web-2")
     try:
         async with admitting(api, control_plane, tmp_path, namespace):
-            for name in ("web-0", "web-1"):
+            for name in replicas:
                 _, _, headers = await core.create_namespaced_pod_with_http_info(
                     namespace, _apart_from(name, queue, "web")
                 )
-                assert field in headers.get("Warning", "")
-            _, _, headers = await core.create_namespaced_pod_with_http_info(
-                namespace, gpu_pod("plain", queue, 1)
-            )
-            assert "Warning" not in headers
+                assert "Warning" not in headers  # kai keeps these terms
+            by_label = _apart_from("by-label", queue, "db")
+            term = by_label.spec.affinity.pod_anti_affinity
+            term.required_during_scheduling_ignored_during_execution[
+                0
+            ].namespace_selector = client.V1LabelSelector(match_labels={"team": "a"})
+            _, _, headers = await core.create_namespaced_pod_with_http_info(namespace, by_label)
+            assert f"{field}[0].namespaceSelector" in headers.get("Warning", "")
+            await core.create_namespaced_pod(namespace, gpu_pod("plain", queue, 1))
             config = operator_config(control_plane.kubeconfig, namespace)
             async with running_operator(config):
 
-                async def plain_bound() -> bool:
-                    return "plain" in await bound_pods(api, namespace)
+                async def two_apart_and_plain() -> bool:
+                    bound = await bound_pods(api, namespace)
+                    return "plain" in bound and len(set(replicas) & set(bound)) == 2
+
+                await wait_for("two replicas and the plain pod to be bound", two_apart_and_plain)
+                bound = await bound_pods(api, namespace)
+                [waiting] = set(replicas) - set(bound)
+                assert sorted(bound[name] for name in replicas if name in bound) == sorted(nodes)
 
                 async def told() -> bool:
-                    return all(
-                        [
-                            await told_unschedulable(
-                                api, namespace, name, "UnhonouredConstraint", field
-                            )
-                            for name in ("web-0", "web-1")
-                        ]
+                    return await told_unschedulable(
+                        api, namespace, waiting, "inter-pod affinity terms leave open"
+                    ) and await told_unschedulable(
+                        api, namespace, "by-label", "UnhonouredConstraint", "namespaceSelector"
                     )
 
-                await wait_for("the pod without the term to be bound", plain_bound)
-                await wait_for("both replicas to be told why they wait", told)
-                assert set(await bound_pods(api, namespace)) == {"plain"}
+                await wait_for("the waiting pods to be told why", told)
+                assert "by-label" not in await bound_pods(api, namespace)
     finally:
         await delete_queue(api, queue)
 

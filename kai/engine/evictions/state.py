@@ -42,6 +42,7 @@ from kai.engine.model import (
     Snapshot,
 )
 from kai.engine.node_index import NodeIndex
+from kai.engine.pod_affinity import PodAffinity
 from kai.engine.queue_order import allocatable_share
 from kai.engine.resources import Resources
 from kai.engine.topology import TopologyIndex
@@ -66,6 +67,9 @@ class EvictionInputs:
     known: SnapshotIndex | None = None
     """The snapshot's PodGroups by key and our pods by group, when the cycle has them (its
     memo keeps them); None: read from the snapshot."""
+    pod_affinity: PodAffinity | None = None
+    """The cycle's inter-pod terms, when a pod carries one: no gang they concern is a
+    preemptor, and consolidation moves none of its pods."""
 
     def index(self) -> SnapshotIndex:
         if self.known is not None:
@@ -277,6 +281,7 @@ class EvictionState:
                 inputs.memory_mib,
                 inputs.fragmentation,
                 inputs.topology,
+                pod_affinity=inputs.pod_affinity,
             )
         return self._order
 

@@ -1,12 +1,12 @@
 """A pod with a requirement kai cannot honour yet waits, told why; kai never places it by guess.
 
-KAI and kube-scheduler keep inter-pod affinity and anti-affinity; kai's engine places pods
-by node predicates alone. kai read the pod as if the term were not there, so two replicas
-meant for two nodes could share one (and bound a pod with DRA claims it never allocated,
-which then never started). Now the parser records the term's field
-(`kai.api.unhonoured`), the cycle leaves the gang pending with `UnhonouredConstraint`
-(`kai.engine.unhonoured`), consolidation does not move a running pod that has one, and the
-validator refuses an answer that places one.
+kai bound a pod with DRA claims it never allocated (the pod never started), a pod asking
+for a MIG slice where none may be free, and read an inter-pod term that selects
+namespaces by their labels, which kai does not read, as no term. Now the parser records
+the field (`kai.api.unhonoured`), the cycle leaves the gang pending with
+`UnhonouredConstraint` (`kai.engine.unhonoured`), consolidation does not move a running
+pod that has one, the validator refuses an answer that places one, and the admission
+webhook warns.
 """
 
 from __future__ import annotations
@@ -28,9 +28,11 @@ from tests.unit.engine.builders import group, node, pod, queue, snapshot
 from tests.unit.evictions.helpers import eviction_state, preemptor
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
-ANTI = f"spec.affinity.podAntiAffinity.{REQUIRED}"
+SELECTED_NAMESPACES = f"spec.affinity.podAntiAffinity.{REQUIRED}[1].namespaceSelector"
 ZONE_TERM = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
 TERM = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+BY_NAMESPACE_LABEL = {**TERM, "namespaceSelector": {"matchLabels": {"team": "a"}}}
+EVERY_NAMESPACE = {**TERM, "namespaceSelector": {}}
 
 
 def _manifest(affinity: dict[str, Any] | None, **more: Any) -> dict[str, Any]:
@@ -45,15 +47,19 @@ def _manifest(affinity: dict[str, Any] | None, **more: Any) -> dict[str, Any]:
     ("affinity", "field"),
     [
         (None, None),
-        ({"podAntiAffinity": {REQUIRED: [TERM]}}, ANTI),
-        ({"podAffinity": {REQUIRED: [TERM]}}, f"spec.affinity.podAffinity.{REQUIRED}"),
-        ({"podAntiAffinity": {REQUIRED: []}}, None),
-        # A preference is a score in kube-scheduler; kai reads no scores of either kind.
-        ({"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{}]}}, None),
+        ({"podAntiAffinity": {REQUIRED: [TERM, BY_NAMESPACE_LABEL]}}, SELECTED_NAMESPACES),
+        (
+            {"podAffinity": {REQUIRED: [BY_NAMESPACE_LABEL]}},
+            f"spec.affinity.podAffinity.{REQUIRED}[0].namespaceSelector",
+        ),
+        # kai keeps these (`kai.engine.pod_affinity`): an empty namespace selector is every
+        # namespace, and names need no namespace labels.
+        ({"podAntiAffinity": {REQUIRED: [TERM, EVERY_NAMESPACE]}}, None),
+        ({"podAffinity": {REQUIRED: [{**TERM, "namespaces": ["a", "b"]}]}}, None),
         ({"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [ZONE_TERM]}}}, None),
     ],
 )
-def test_the_parser_records_the_field_of_a_required_inter_pod_term(
+def test_the_parser_records_a_term_that_selects_namespaces_by_their_labels(
     affinity: dict[str, Any] | None, field: str | None
 ) -> None:
     assert parse_pod(_manifest(affinity), "default/pg").unhonoured == field
@@ -65,7 +71,9 @@ def test_dra_resource_claims_are_recorded_and_warned_of() -> None:
     """A pod bound with its claims unallocated never starts: kai, which does not allocate
     them, leaves it pending."""
     claims = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
-    manifest = _manifest({"podAntiAffinity": {REQUIRED: [TERM]}}, resourceClaims=claims)
+    manifest = _manifest(
+        {"podAntiAffinity": {REQUIRED: [BY_NAMESPACE_LABEL]}}, resourceClaims=claims
+    )
     assert parse_pod(manifest, "default/pg").unhonoured == "spec.resourceClaims"
     [warning] = pod_admission_warnings(manifest)
     assert warning.startswith("spec.resourceClaims: kai does not allocate DRA resource claims")
@@ -101,11 +109,11 @@ def test_a_mig_slice_is_recorded_and_warned_of(
 
 
 def test_an_unreadable_affinity_gets_no_warning_the_api_server_refuses_it() -> None:
-    assert pod_admission_warnings(_manifest({"podAntiAffinity": {REQUIRED: "x"}})) == []
+    assert pod_admission_warnings(_manifest({"podAntiAffinity": {REQUIRED: ["x"]}})) == []
 
 
 def _apart(key_pod: Pod) -> Pod:
-    return dataclasses.replace(key_pod, unhonoured=ANTI)
+    return dataclasses.replace(key_pod, unhonoured=SELECTED_NAMESPACES)
 
 
 def test_the_gang_waits_told_why_and_others_are_placed() -> None:
@@ -119,7 +127,9 @@ def test_the_gang_waits_told_why_and_others_are_placed() -> None:
     result = run_cycle(snap, EngineConfig(time_limit_seconds=0))
     web = result.groups["ns/web"]
     assert (web.scheduled, web.reason) == (False, UNHONOURED_CONSTRAINT)
-    assert web.message.startswith(f"pod ns/web-0: {ANTI}: kai does not place pods by inter-pod")
+    assert web.message.startswith(
+        f"pod ns/web-0: {SELECTED_NAMESPACES}: kai does not read namespaces' labels"
+    )
     assert [binding.pod for binding in result.bindings] == ["ns/other-0"]
 
 
@@ -168,4 +178,4 @@ def test_the_validator_refuses_an_answer_that_places_a_pod_with_the_term() -> No
         [node("n", gpus=1)], [_apart(pod("web-0", "web", 1))], [group("web", "q")], [queue("q")]
     )
     problems = validate(snap, [ProposedBinding("ns/web-0", "n", ())])
-    assert problems == [f"pod ns/web-0 is bound with {ANTI}, which kai cannot keep"]
+    assert problems == [f"pod ns/web-0 is bound with {SELECTED_NAMESPACES}, which kai cannot keep"]

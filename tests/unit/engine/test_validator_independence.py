@@ -27,6 +27,7 @@ from kai.engine.model import (
     Node,
     Placement,
     Pod,
+    PodAffinityTerm,
     PodGroup,
     PodPhase,
     Queue,
@@ -36,9 +37,11 @@ from kai.engine.model import (
     Taint,
     Toleration,
 )
+from kai.engine.pod_affinity import selects
 from kai.engine.resources import Resources
 from kai.engine.validator import EvictionAudit
 from kai.engine.validator_nodes import may_run_on
+from kai.engine.validator_pod_affinity import selected_by
 from kai.engine.validator_shares import entitlements, exact_sum, pending_device_memory
 from tests.unit.engine.builders import GI, NOW, group, node, pod, snapshot
 from tests.unit.evictions.clusters import inside_deserved_cluster
@@ -50,6 +53,7 @@ VALIDATOR_MODULES = (
     "validator_nodes.py",
     "validator_shares.py",
     "validator_topology.py",
+    "validator_pod_affinity.py",
     "object_index.py",
 )
 DATA_TYPES = {
@@ -59,6 +63,7 @@ DATA_TYPES = {
     "kai.engine.validator_nodes",  # the validator's own predicates
     "kai.engine.validator_shares",  # the validator's own accounting
     "kai.engine.validator_topology",  # the validator's own topology check
+    "kai.engine.validator_pod_affinity",  # the validator's own inter-pod affinity check
     "kai.engine.object_index",  # a lookup of the snapshot's objects, deriving nothing
 }
 
@@ -101,6 +106,47 @@ def test_the_import_check_would_catch_an_engine_rule(tmp_path: Path) -> None:
     imported = kai_imports(sneaky)
     assert {"kai.engine.eligibility", "kai.engine.fairshare"} <= imported
     assert not all(m in DATA_TYPES or _is_member_of_allowed(m) for m in imported)
+
+
+# -- inter-pod affinity: the validator's selection and the engine's agree -------------------
+
+LABEL_KEYS = st.sampled_from(["app", "tier"])
+LABEL_VALUES = st.sampled_from(["a", "b"])
+POD_LABELS = st.dictionaries(LABEL_KEYS, LABEL_VALUES)
+
+
+@st.composite
+def _terms(draw: st.DrawFn) -> PodAffinityTerm:
+    expressions = draw(
+        st.lists(
+            st.builds(
+                Requirement,
+                LABEL_KEYS,
+                st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist"]),
+                st.lists(LABEL_VALUES, max_size=2).map(tuple),
+            ),
+            max_size=2,
+        )
+    )
+    return PodAffinityTerm(
+        draw(st.booleans()),
+        "zone",
+        tuple(sorted(draw(POD_LABELS).items())),
+        tuple(expressions),
+        draw(st.sampled_from([None, frozenset({"ns"}), frozenset({"other"})])),
+        draw(st.booleans()),
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(_terms(), POD_LABELS, st.sampled_from(["ns", "other", "third"]))
+def test_the_validator_selects_the_pods_the_engine_selects(
+    term: PodAffinityTerm, labels: dict[str, str], namespace: str
+) -> None:
+    candidate = dataclasses.replace(
+        pod("p", "g", namespace=namespace), labels=tuple(sorted(labels.items()))
+    )
+    assert selected_by(term, candidate) == selects(term, candidate)
 
 
 # -- node predicates: the validator's and the engine's agree --------------------------------

@@ -1,0 +1,84 @@
+"""A pod's required inter-pod affinity and anti-affinity terms, read as Kubernetes reads them.
+
+A term selects pods by a label selector (null: no pod; empty: every pod) in a set of
+namespaces: those listed, the pod's own when none is listed, every namespace when the
+namespace selector is empty. `matchLabelKeys` and `mismatchLabelKeys` add the pod's own
+value of each key to the selector (In and NotIn), as the API server does when it admits
+the pod; a key the pod does not carry adds nothing. A namespace selector with labels
+needs the namespaces' labels, which kai does not read: such a term is one kai cannot
+honour yet (`kai.api.unhonoured`) and is not returned here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kai.api import corev1
+from kai.engine.model import PodAffinityTerm, Requirement
+
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def pod_terms(
+    affinity: corev1.Affinity | None, namespace: str, labels: Mapping[str, str]
+) -> tuple[PodAffinityTerm, ...]:
+    """The pod's required terms, affinity first, in the order written."""
+    if affinity is None:
+        return ()
+    terms: list[PodAffinityTerm] = []
+    for anti, kind in ((False, affinity.pod_affinity), (True, affinity.pod_anti_affinity)):
+        for term in kind.required_during_scheduling_ignored_during_execution if kind else []:
+            if not _reads_namespace_labels(term):
+                terms.append(_term(anti, term, namespace, labels))
+    return tuple(terms)
+
+
+def namespace_selector_field(affinity: corev1.Affinity | None) -> str | None:
+    """The path of the first term that selects namespaces by their labels, or None."""
+    if affinity is None:
+        return None
+    for name, kind in (
+        ("podAffinity", affinity.pod_affinity),
+        ("podAntiAffinity", affinity.pod_anti_affinity),
+    ):
+        for index, term in enumerate(
+            kind.required_during_scheduling_ignored_during_execution if kind else []
+        ):
+            if _reads_namespace_labels(term):
+                return f"spec.affinity.{name}.{REQUIRED}[{index}].namespaceSelector"
+    return None
+
+
+def _reads_namespace_labels(term: corev1.PodAffinityTerm) -> bool:
+    selector = term.namespace_selector
+    return selector is not None and bool(selector.match_labels or selector.match_expressions)
+
+
+def _term(
+    anti: bool, term: corev1.PodAffinityTerm, namespace: str, labels: Mapping[str, str]
+) -> PodAffinityTerm:
+    namespaces: frozenset[str] | None
+    if term.namespace_selector is not None:  # empty: every namespace
+        namespaces = None
+    else:
+        namespaces = frozenset(term.namespaces or [namespace])
+    selector = term.label_selector
+    if selector is None:
+        return PodAffinityTerm(anti, term.topology_key, namespaces=namespaces, selects_nothing=True)
+    expressions = [
+        Requirement(item.key, item.operator, tuple(item.values))
+        for item in selector.match_expressions
+    ]
+    expressions += [
+        Requirement(k, "In", (labels[k],)) for k in term.match_label_keys if k in labels
+    ]
+    expressions += [
+        Requirement(k, "NotIn", (labels[k],)) for k in term.mismatch_label_keys if k in labels
+    ]
+    return PodAffinityTerm(
+        anti,
+        term.topology_key,
+        tuple(sorted(selector.match_labels.items())),
+        tuple(expressions),
+        namespaces,
+    )

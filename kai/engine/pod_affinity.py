@@ -1,0 +1,144 @@
+"""Required inter-pod affinity and anti-affinity, kept as kube-scheduler's filter keeps them (KAI uses it).
+
+A domain is the set of nodes that share a value of a term's topology key. A pod's
+affinity term holds on a node whose domain runs a pod the term selects; its anti-affinity
+term fails on a node whose domain runs one; and a pod that runs with an anti-affinity
+term closes its own domain to every pod the term selects (the rule is symmetric). A node
+without the key's label is in no domain: an affinity term never holds there, and an
+anti-affinity term never closes it. When no pod in any domain matches any of a pod's
+affinity terms and the pod matches all of them itself, they hold on every node: the first
+of a set of pods that want to be together goes anywhere.
+
+The pods counted are those on a node (bound, running or being deleted) and those the
+cycle has placed before, in the order it places them: the greedy pass asks for each pod
+with every placement before it, its own gang's included, so a gang's pods keep their
+terms among themselves too. The CP-SAT model does not see the terms: a cycle with a gang
+the terms concern keeps the greedy pass's answer, and the eviction actions leave such a
+gang waiting (`concerns`). The validator checks the terms on its own.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from kai.engine.model import Node, Pod, PodAffinityTerm, Requirement
+
+Eligible = Callable[[str], bool]
+
+
+def selects(term: PodAffinityTerm, pod: Pod) -> bool:
+    """Whether the term selects `pod`: its namespace and its labels."""
+    if term.selects_nothing or (
+        term.namespaces is not None and pod.namespace not in term.namespaces
+    ):
+        return False
+    labels = dict(pod.labels)
+    return all(labels.get(key) == value for key, value in term.match_labels) and all(
+        _holds(requirement, labels) for requirement in term.expressions
+    )
+
+
+def _holds(requirement: Requirement, labels: Mapping[str, str]) -> bool:
+    value = labels.get(requirement.key)
+    if requirement.operator == "In":
+        return value is not None and value in requirement.values
+    if requirement.operator == "NotIn":
+        return value is None or value not in requirement.values
+    if requirement.operator == "Exists":
+        return value is not None
+    return value is None  # DoesNotExist
+
+
+class PodAffinity:
+    """The cycle's inter-pod terms over its nodes and the pods on them."""
+
+    def __init__(self, nodes: Iterable[Node], pods: Iterable[Pod]) -> None:
+        self._labels = {node.name: dict(node.labels) for node in nodes}
+        every = list(pods)
+        self._placed = [
+            (pod, pod.node) for pod in every if pod.node in self._labels and pod.phase.occupies_node
+        ]
+        self._avoiders = [pod for pod in every if any(term.anti for term in pod.pod_terms)]
+        self._concerned: dict[str, bool] = {}
+
+    def concerns(self, pod: Pod) -> bool:
+        """Whether a term concerns where `pod` may go: its own, or another pod's anti-affinity
+        that selects it. Most pods of most clusters: no, and they pay nothing more."""
+        found = self._concerned.get(pod.key)
+        if found is None:
+            found = bool(pod.pod_terms) or any(
+                selects(term, pod)
+                for other in self._avoiders
+                if other.key != pod.key
+                for term in other.pod_terms
+                if term.anti
+            )
+            self._concerned[pod.key] = found
+        return found
+
+    def restrict(self, pod: Pod, eligible: Eligible, placed: Sequence[tuple[Pod, str]]) -> Eligible:
+        """`eligible`, narrowed to the nodes where the terms hold for `pod` beside the pods on
+        nodes and `placed` (the cycle's placements before it, as (pod, node))."""
+        domains = self._domains(pod, placed)
+
+        def allowed(name: str) -> bool:
+            return eligible(name) and domains.why_not(self._labels.get(name, {})) is None
+
+        return allowed
+
+    def why_not(
+        self, pod: Pod, nodes: Iterable[str], placed: Sequence[tuple[Pod, str]]
+    ) -> str | None:
+        """Why the terms close every one of `nodes` to `pod` (counts per cause), or None
+        when one is open."""
+        domains = self._domains(pod, placed)
+        causes: Counter[str] = Counter()
+        for name in nodes:
+            cause = domains.why_not(self._labels.get(name, {}))
+            if cause is None:
+                return None
+            causes[cause] += 1
+        return "; ".join(f"{count} node(s) {cause}" for cause, count in sorted(causes.items()))
+
+    def _domains(self, pod: Pod, placed: Sequence[tuple[Pod, str]]) -> _Domains:
+        wanted = [term for term in pod.pod_terms if not term.anti]
+        avoided = [term for term in pod.pod_terms if term.anti]
+        near: list[set[str]] = [set() for _ in wanted]  # domains with a pod each term wants
+        closed: dict[str, set[str]] = {}  # topology key -> domains closed to the pod
+        for other, node in (*self._placed, *placed):
+            if other.key == pod.key:
+                continue
+            labels = self._labels.get(node, {})
+            for index, term in enumerate(wanted):
+                if term.topology_key in labels and selects(term, other):
+                    near[index].add(labels[term.topology_key])
+            for term in avoided:
+                if term.topology_key in labels and selects(term, other):
+                    closed.setdefault(term.topology_key, set()).add(labels[term.topology_key])
+            for term in other.pod_terms:
+                if term.anti and term.topology_key in labels and selects(term, pod):
+                    closed.setdefault(term.topology_key, set()).add(labels[term.topology_key])
+        # kube-scheduler counts the pods each term wants per domain; with none counted for
+        # any term, a pod that all its terms select is the first of its set.
+        first = bool(wanted) and not any(near) and all(selects(term, pod) for term in wanted)
+        wants = [] if first else [(t.topology_key, d) for t, d in zip(wanted, near, strict=True)]
+        return _Domains(closed, wants)
+
+
+@dataclass(frozen=True)
+class _Domains:
+    """For one pod: the domains closed to it, per topology key, and those its affinity
+    terms want (each term one (key, domains))."""
+
+    closed: Mapping[str, set[str]]
+    wants: Sequence[tuple[str, set[str]]]
+
+    def why_not(self, labels: Mapping[str, str]) -> str | None:
+        """Why a node with these labels is closed to the pod, or None when it is open."""
+        if any(labels.get(key) in domains for key, domains in self.closed.items()):
+            return "in a domain where anti-affinity keeps it apart from a pod"
+        if any(labels.get(key) not in domains for key, domains in self.wants):
+            return "in no domain with a pod its affinity wants"
+        return None

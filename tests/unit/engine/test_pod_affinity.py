@@ -1,0 +1,247 @@
+"""Required inter-pod affinity and anti-affinity, kept as kube-scheduler keeps them (KAI uses its filter).
+
+kai read these terms as if they were not there: two replicas meant for two nodes could
+share one. The parser now reads them (`kai.api.pod_affinity`), the greedy pass keeps them
+pod by pod beside everything placed before (`kai.engine.pod_affinity`), a cycle with a
+gang they concern keeps the greedy answer, the eviction actions leave such a gang
+waiting, and the validator checks them on its own. KAI's three cases
+(`interpod_affinity_test`) pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kai.api.parse import parse_pod
+from kai.engine.cycle import POD_AFFINITY, run_cycle
+from kai.engine.model import EngineConfig, Pod, PodAffinityTerm, Requirement, Snapshot
+from kai.engine.validator import ProposedBinding, validate
+from tests.unit.engine.builders import group, node, pod, queue, snapshot
+
+HOST = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+GREEDY = EngineConfig(time_limit_seconds=0)
+
+
+def _term(anti: bool, key: str = HOST, **labels: str) -> PodAffinityTerm:
+    return PodAffinityTerm(anti, key, tuple(sorted(labels.items())), namespaces=frozenset({"ns"}))
+
+
+def _with(p: Pod, *terms: PodAffinityTerm, **labels: str) -> Pod:
+    return dataclasses.replace(p, labels=tuple(sorted(labels.items())), pod_terms=terms)
+
+
+def _host(name: str, gpus: int = 2, zone: str | None = None) -> Any:
+    return node(name, gpus=gpus, labels={HOST: name, **({ZONE: zone} if zone else {})})
+
+
+def _bound(snap: Snapshot, config: EngineConfig = GREEDY) -> dict[str, str]:
+    return {binding.pod: binding.node for binding in run_cycle(snap, config).bindings}
+
+
+def test_the_parser_reads_selector_namespaces_and_label_keys() -> None:
+    term = {
+        "labelSelector": {
+            "matchLabels": {"app": "web"},
+            "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["db"]}],
+        },
+        "topologyKey": ZONE,
+        "matchLabelKeys": ["version", "absent"],
+    }
+    spec = {
+        "schedulerName": "kai-scheduler",
+        "containers": [{"name": "c"}],
+        "affinity": {
+            "podAntiAffinity": {REQUIRED: [term, {"topologyKey": HOST, "namespaceSelector": {}}]},
+            "podAffinity": {REQUIRED: [{**term, "namespaces": ["a"], "matchLabelKeys": []}]},
+        },
+    }
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ml", "labels": {"app": "web", "version": "7"}},
+        "spec": spec,
+    }
+    parsed = parse_pod(manifest, "ml/pg")
+    assert parsed.labels == (("app", "web"), ("version", "7"))
+    wanted, avoided, any_pod = parsed.pod_terms
+    assert (wanted.anti, wanted.namespaces, wanted.topology_key) == (False, frozenset({"a"}), ZONE)
+    assert avoided.namespaces == frozenset({"ml"})  # none listed: the pod's own
+    assert avoided.expressions == (
+        Requirement("tier", "NotIn", ("db",)),
+        Requirement("version", "In", ("7",)),  # matchLabelKeys, a key the pod carries
+    )
+    assert (any_pod.namespaces, any_pod.selects_nothing) == (None, True)  # a null selector
+
+
+def test_replicas_that_avoid_each_other_go_to_different_nodes_in_one_cycle() -> None:
+    """Three 1-GPU replicas, each avoiding the others on its node; two nodes of 4 GPUs.
+    Bin-packing alone puts them together; the third waits, told why."""
+    apart = _term(True, app="web")
+    replicas = [_with(pod(f"web{i}-0", f"web{i}", 1), apart, app="web") for i in range(3)]
+    snap = snapshot(
+        [_host("n0", 4), _host("n1", 4)],
+        replicas,
+        [group(f"web{i}", "q") for i in range(3)],
+        [queue("q")],
+    )
+    result = run_cycle(snap, EngineConfig())
+    bound = {binding.pod: binding.node for binding in result.bindings}
+    assert sorted(bound.values()) == ["n0", "n1"]
+    [waiting] = [key for key in ("ns/web0", "ns/web1", "ns/web2") if result.groups[key].reason]
+    assert result.groups[waiting].message == (
+        f"pod {waiting}-0 fits no node its inter-pod affinity terms leave open: 2 node(s) in "
+        "a domain where anti-affinity keeps it apart from a pod"
+    )
+    assert result.report.status == POD_AFFINITY
+
+
+def test_a_gangs_own_pods_keep_their_terms_among_themselves() -> None:
+    """One worker per node: a gang of three on three nodes, not packed on one."""
+    apart = _term(True, role="worker")
+    workers = [_with(pod(f"w-{i}", "w", 1), apart, role="worker") for i in range(3)]
+    snap = snapshot(
+        [_host("n0", 8), _host("n1", 8), _host("n2", 8)],
+        workers,
+        [group("w", "q", min_member=3)],
+        [queue("q")],
+    )
+    assert sorted(_bound(snap).values()) == ["n0", "n1", "n2"]
+    two_nodes = dataclasses.replace(snap, nodes=snap.nodes[:2])
+    assert _bound(two_nodes) == {}  # never two on a node, never part of the gang
+
+
+def test_a_running_pods_anti_affinity_keeps_a_new_pod_out_of_its_zone() -> None:
+    """Symmetry: the new pod has no term; the running one avoids its label, zone-wide."""
+    guard = _with(pod("guard-0", "guard", 1, node_name="a1"), _term(True, ZONE, app="noisy"))
+    snap = snapshot(
+        [_host("a1", zone="a"), _host("a2", 4, zone="a"), _host("b1", zone="b")],
+        [guard, _with(pod("noisy-0", "noisy", 1), app="noisy")],
+        [group("guard", "q"), group("noisy", "q")],
+        [queue("q")],
+    )
+    assert _bound(snap) == {"ns/noisy-0": "b1"}
+
+
+def test_affinity_follows_the_pod_it_wants_and_the_first_of_a_set_goes_anywhere() -> None:
+    cache = pod("cache-0", "cache", 1, node_name="b1")
+    near_cache = _term(False, ZONE, app="cache")
+    snap = snapshot(
+        [_host("a1", 4, zone="a"), _host("b1", zone="b"), _host("b2", zone="b")],
+        [_with(cache, app="cache"), _with(pod("app-0", "app", 1), near_cache)],
+        [group("cache", "q"), group("app", "q")],
+        [queue("q")],
+    )
+    assert _bound(snap)["ns/app-0"] in ("b1", "b2")
+    alone = dataclasses.replace(snap, pods=snap.pods[1:], pod_groups=snap.pod_groups[1:])
+    result = run_cycle(alone, GREEDY)
+    assert result.bindings == ()  # nothing it wants runs, and it does not select itself
+    assert result.groups["ns/app"].message.endswith(
+        "3 node(s) in no domain with a pod its affinity wants"
+    )
+    first = dataclasses.replace(
+        alone, pods=(_with(pod("app-0", "app", 1), _term(False, ZONE, app="app"), app="app"),)
+    )
+    assert len(_bound(first)) == 1
+
+
+def test_a_gang_the_terms_concern_is_neither_preemptor_nor_moved() -> None:
+    """The eviction actions seat pods without the terms: such a gang waits for room, and
+    consolidation does not re-place a running pod a term concerns."""
+    low = dataclasses.replace(group("low", "q"), priority=10)
+    high = dataclasses.replace(group("high", "q"), priority=100)
+    snap = snapshot(
+        [_host("n0", 1)],
+        [
+            _with(pod("low-0", "low", 1, node_name="n0"), app="db"),
+            _with(pod("high-0", "high", 1), _term(True, app="web"), app="web"),
+        ],
+        [low, high],
+        [queue("q")],
+    )
+    result = run_cycle(snap, GREEDY)
+    assert (result.evictions, result.bindings) == ((), ())
+    without_term = dataclasses.replace(
+        snap, pods=(snap.pods[0], dataclasses.replace(snap.pods[1], pod_terms=()))
+    )
+    assert [e.pod for e in run_cycle(without_term, GREEDY).evictions] == ["ns/low-0"]
+
+    # Victim order would move c first (b otherwise); c's term keeps it where it is.
+    guard = _with(pod("c-0", "c", 1, node_name="n0"), _term(True, app="x"))
+    moving = snapshot(
+        [_host("n0"), _host("n1")],
+        [guard, pod("b-0", "b", 1, node_name="n1"), pod("wide-0", "wide", 2)],
+        [group("c", "q"), group("b", "q"), group("wide", "q")],
+        [queue("q")],
+    )
+    moved = {p.pod for p in run_cycle(moving, GREEDY).pipelined}
+    assert moved == {"ns/b-0", "ns/wide-0"}
+
+
+def test_the_validator_checks_the_terms_on_its_own() -> None:
+    apart = _term(True, app="web")
+    snap = snapshot(
+        [_host("n0", 4)],
+        [
+            _with(pod("web0-0", "web0", 1, node_name="n0"), apart, app="web"),
+            _with(pod("web1-0", "web1", 1), app="web"),
+            _with(pod("near-0", "near", 1), _term(False, app="nothing")),
+        ],
+        [group("web0", "q"), group("web1", "q"), group("near", "q")],
+        [queue("q")],
+    )
+    problems = validate(
+        snap, [ProposedBinding("ns/web1-0", "n0", ()), ProposedBinding("ns/near-0", "n0", ())]
+    )
+    assert problems == [
+        "pod ns/web1-0 on n0 is in the domain ns/web0-0 avoids",
+        "pod ns/near-0 on n0: no pod its affinity wants is near",
+    ]
+
+
+@st.composite
+def _clusters(draw: st.DrawFn) -> Snapshot:
+    """Up to four nodes in two zones; pods on them and pending, each with labels and terms."""
+    apps = st.sampled_from(["a", "b"])
+
+    def with_terms(base: Pod) -> Pod:
+        terms = draw(
+            st.lists(
+                st.builds(
+                    lambda anti, key, app: _term(anti, key, app=app),
+                    st.booleans(),
+                    st.sampled_from([HOST, ZONE]),
+                    apps,
+                ),
+                max_size=2,
+            )
+        )
+        return _with(base, *terms, app=draw(apps))
+
+    count = draw(st.integers(1, 4))
+    nodes = [_host(f"n{i}", 2, zone="z0" if i < 2 else "z1") for i in range(count)]
+    pods, groups = [], []
+    for index in range(draw(st.integers(0, 4))):
+        where = draw(st.sampled_from([None, *(n.name for n in nodes)]))
+        pods.append(with_terms(pod(f"g{index}-0", f"g{index}", 1, node_name=where)))
+        groups.append(group(f"g{index}", "q"))
+    size = draw(st.integers(1, 3))
+    pods += [with_terms(pod(f"gang-{i}", "gang", 1)) for i in range(size)]
+    groups.append(group("gang", "q", min_member=size))
+    return snapshot(nodes, pods, groups, [queue("q")])
+
+
+@settings(max_examples=150, deadline=None)
+@given(_clusters())
+def test_every_answer_keeps_the_terms_by_the_validators_reading(snap: Snapshot) -> None:
+    """The cycle validates the greedy answer and raises if the validator disagrees; every
+    binding is checked once more here, beside the pods on nodes."""
+    for config in (GREEDY, EngineConfig(time_limit_seconds=0.5)):
+        result = run_cycle(snap, config)
+        proposed = [ProposedBinding(b.pod, b.node, b.gpu_groups) for b in result.bindings]
+        assert validate(snap, proposed) == []
