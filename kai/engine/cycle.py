@@ -194,11 +194,7 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
         placeable.append(request)
 
     eligible_for = memo.eligibility()
-    pod_affinity = (
-        PodAffinity(snapshot.nodes, snapshot.pods)
-        if any(pod.pod_terms for pod in snapshot.pods)
-        else None
-    )
+    pod_affinity = PodAffinity(snapshot.nodes, snapshot.pods) if facts.pod_terms else None
     concerned = {
         request.key
         for request in (*placeable, *refused)

@@ -2,7 +2,8 @@
 
 Why: on a live cluster most cycles see a pod or two arrive beside thousands running,
 and every pass over all the pods (queue usage, free capacity per node, the gangs'
-members, the workload's mix, what other schedulers hold) cost 10-20 ms each at 8,000
+members, the workload's mix, what other schedulers hold, whether any carries an
+inter-pod affinity term) cost 10-20 ms each at 8,000
 pods, and so did every pass over all the PodGroups (which are refused by their queue,
 scheduled or waiting; which may be stale) and copying every node's free capacity. The adapters rebuild a snapshot every cycle but keep the objects of what did not
 change (the operator's cache parses an object once per resourceVersion; `kai simulate`
@@ -83,6 +84,8 @@ class PodFacts:
     """A PodGroup's pods (ours), in key order, for the snapshot's groups with a pending pod."""
     topology_constrained: bool
     """Whether some PodGroup (or a sub-group of one) names a Topology."""
+    pod_terms: bool
+    """Whether some pod carries an inter-pod affinity term (`kai.engine.pod_affinity`)."""
     groups: Mapping[str, PodGroup]
     """The snapshot's PodGroups by key (read only)."""
     nodes: Mapping[str, Node]
@@ -133,6 +136,7 @@ class SnapshotMemo:
         self._members: dict[str, dict[int, Pod]] = {}  # group key -> its pods (ours)
         self._pending: Counter[str] = Counter()  # group key -> its pending pods (ours)
         self._occupying: dict[str, dict[int, Pod]] = {}  # node -> pods occupying it
+        self._with_terms: set[int] = set()  # pods with inter-pod affinity terms
         self._templates: dict[str, NodeCapacity] = {}
         self._volatile: set[str] = set()  # nodes whose capacity names devices per cycle
         self._allocatable: Resources | None = None
@@ -224,6 +228,7 @@ class SnapshotMemo:
             workload_from_counts(self._kinds),
             _Members(self._members, self._pending, self._groups),
             bool(self._constrained),
+            bool(self._with_terms),
             self._groups,
             self._nodes,
             _PodsOf(self._members),
@@ -340,6 +345,8 @@ class SnapshotMemo:
             on_node[pod_id] = pod
         else:
             node = None  # it occupies no node
+        if pod.pod_terms:
+            self._with_terms.add(pod_id)
         if not pod.scheduler_is_ours:
             other = None
             if node is not None:
@@ -372,6 +379,7 @@ class SnapshotMemo:
             _discard(self._occupying, node, pod_id)
         if entry.other is not None:
             self._others[node or ""].remove(entry.other)
+        self._with_terms.discard(pod_id)
         if not pod.scheduler_is_ours:
             return
         _decrement(self._kinds, kind_of(pod))

@@ -20,12 +20,14 @@ gang waiting (`concerns`). The validator checks the terms on its own.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kai.engine.model import Node, Pod, PodAffinityTerm, Requirement
 
 Eligible = Callable[[str], bool]
+T = TypeVar("T")
 
 
 def selects(term: PodAffinityTerm, pod: Pod) -> bool:
@@ -34,10 +36,12 @@ def selects(term: PodAffinityTerm, pod: Pod) -> bool:
         term.namespaces is not None and pod.namespace not in term.namespaces
     ):
         return False
+    if not all(pair in pod.labels for pair in term.match_labels):
+        return False
+    if not term.expressions:
+        return True
     labels = dict(pod.labels)
-    return all(labels.get(key) == value for key, value in term.match_labels) and all(
-        _holds(requirement, labels) for requirement in term.expressions
-    )
+    return all(_holds(requirement, labels) for requirement in term.expressions)
 
 
 def _holds(requirement: Requirement, labels: Mapping[str, str]) -> bool:
@@ -51,16 +55,43 @@ def _holds(requirement: Requirement, labels: Mapping[str, str]) -> bool:
     return value is None  # DoesNotExist
 
 
+def _first_pair(term: PodAffinityTerm) -> tuple[str, str] | None:
+    """A label every pod the term selects carries, to look candidates up by."""
+    return term.match_labels[0] if term.match_labels else None
+
+
 class PodAffinity:
-    """The cycle's inter-pod terms over its nodes and the pods on them."""
+    """The cycle's inter-pod terms over its nodes and the pods on them.
+
+    Pods on nodes are indexed by each of their labels, and anti-affinity terms by a label
+    the pods they select must carry, so a pod's terms read only the pods they may select
+    (a cluster may run thousands of pods, hundreds with a term)."""
 
     def __init__(self, nodes: Iterable[Node], pods: Iterable[Pod]) -> None:
         self._labels = {node.name: dict(node.labels) for node in nodes}
         every = list(pods)
-        self._placed = [
-            (pod, pod.node) for pod in every if pod.node in self._labels and pod.phase.occupies_node
+        self._placed: list[tuple[Pod, str]] = [
+            (pod, pod.node)
+            for pod in every
+            if pod.node is not None and pod.node in self._labels and pod.phase.occupies_node
         ]
-        self._avoiders = [pod for pod in every if any(term.anti for term in pod.pod_terms)]
+        self._placed_by_label: dict[tuple[str, str], list[tuple[Pod, str]]] = {}
+        for pod, node in self._placed:
+            for pair in pod.labels:
+                self._placed_by_label.setdefault(pair, []).append((pod, node))
+        # Anti-affinity terms by the label they need: of every pod (`concerns`), and of the
+        # pods on nodes with the node (the domains they close).
+        self._avoiding: dict[tuple[str, str] | None, list[tuple[str, PodAffinityTerm]]] = {}
+        self._closing: dict[tuple[str, str] | None, list[tuple[str, str, PodAffinityTerm]]] = {}
+        for pod in every:
+            for term in pod.pod_terms:
+                if term.anti:
+                    self._avoiding.setdefault(_first_pair(term), []).append((pod.key, term))
+        for pod, node in self._placed:
+            for term in pod.pod_terms:
+                if term.anti:
+                    entry = (pod.key, node, term)
+                    self._closing.setdefault(_first_pair(term), []).append(entry)
         self._concerned: dict[str, bool] = {}
 
     def concerns(self, pod: Pod) -> bool:
@@ -69,11 +100,8 @@ class PodAffinity:
         found = self._concerned.get(pod.key)
         if found is None:
             found = bool(pod.pod_terms) or any(
-                selects(term, pod)
-                for other in self._avoiders
-                if other.key != pod.key
-                for term in other.pod_terms
-                if term.anti
+                owner != pod.key and selects(term, pod)
+                for owner, term in _by_labels(self._avoiding, pod)
             )
             self._concerned[pod.key] = found
         return found
@@ -104,27 +132,47 @@ class PodAffinity:
 
     def _domains(self, pod: Pod, placed: Sequence[tuple[Pod, str]]) -> _Domains:
         wanted = [term for term in pod.pod_terms if not term.anti]
-        avoided = [term for term in pod.pod_terms if term.anti]
-        near: list[set[str]] = [set() for _ in wanted]  # domains with a pod each term wants
         closed: dict[str, set[str]] = {}  # topology key -> domains closed to the pod
-        for other, node in (*self._placed, *placed):
-            if other.key == pod.key:
-                continue
-            labels = self._labels.get(node, {})
-            for index, term in enumerate(wanted):
-                if term.topology_key in labels and selects(term, other):
-                    near[index].add(labels[term.topology_key])
-            for term in avoided:
-                if term.topology_key in labels and selects(term, other):
-                    closed.setdefault(term.topology_key, set()).add(labels[term.topology_key])
+        for term in pod.pod_terms:
+            if term.anti:
+                closed.setdefault(term.topology_key, set()).update(
+                    self._selected_in(term, pod, placed)
+                )
+        for owner, node, term in _by_labels(self._closing, pod):  # symmetry: theirs close
+            value = self._labels[node].get(term.topology_key)
+            if owner != pod.key and value is not None and selects(term, pod):
+                closed.setdefault(term.topology_key, set()).add(value)
+        for other, node in placed:  # the same, for the cycle's own placements
             for term in other.pod_terms:
-                if term.anti and term.topology_key in labels and selects(term, pod):
-                    closed.setdefault(term.topology_key, set()).add(labels[term.topology_key])
+                value = self._labels.get(node, {}).get(term.topology_key)
+                if term.anti and value is not None and other.key != pod.key and selects(term, pod):
+                    closed.setdefault(term.topology_key, set()).add(value)
+        near = [self._selected_in(term, pod, placed) for term in wanted]
         # kube-scheduler counts the pods each term wants per domain; with none counted for
         # any term, a pod that all its terms select is the first of its set.
         first = bool(wanted) and not any(near) and all(selects(term, pod) for term in wanted)
         wants = [] if first else [(t.topology_key, d) for t, d in zip(wanted, near, strict=True)]
         return _Domains(closed, wants)
+
+    def _selected_in(
+        self, term: PodAffinityTerm, pod: Pod, placed: Sequence[tuple[Pod, str]]
+    ) -> set[str]:
+        """The domains of the term's key that run a pod it selects, `pod` itself aside."""
+        pair = _first_pair(term)
+        on_nodes = self._placed if pair is None else self._placed_by_label.get(pair, [])
+        domains = set()
+        for other, node in (*on_nodes, *placed):
+            value = self._labels.get(node, {}).get(term.topology_key)
+            if value is not None and other.key != pod.key and selects(term, other):
+                domains.add(value)
+        return domains
+
+
+def _by_labels(index: Mapping[tuple[str, str] | None, Sequence[T]], pod: Pod) -> Iterator[T]:
+    """The entries of an index by needed label that may concern a pod with these labels."""
+    yield from index.get(None, ())
+    for pair in pod.labels:
+        yield from index.get(pair, ())
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ finds is a bug in the engine: the cycle falls back to a checked answer and tests
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -90,7 +91,7 @@ def validate(
     problems += _check_nodes(snapshot, new, index)
     problems += _check_gangs(snapshot, new, index)
     problems += _check_queues(snapshot, new)
-    if any(pod.pod_terms for pod in pods.values()):
+    if any(map(_POD_TERMS, pods.values())):  # map: this pass over every pod is in every cycle
         bound = [(pod, binding.node) for pod, binding in new]
         problems += pod_affinity_problems(snapshot.nodes, list(pods.values()), bound)
     return problems
@@ -352,6 +353,8 @@ def _ancestry(queues: Mapping[str, object], leaf: str) -> list[str]:
 # The eviction actions commit decisions one after another, each seeing the ones before.
 # The audit replays them in that order over its own queue totals and re-derives every
 # rule from the snapshot: it shares no code with the victim searches or their rules.
+
+_POD_TERMS = operator.attrgetter("pod_terms")
 
 _RULES_BY_ACTION = {
     "reclaim": ("MaintainFairShare", "GuaranteeDeservedQuota"),

@@ -35,6 +35,7 @@ from kai.engine.model import (
     EngineConfig,
     Placement,
     Pod,
+    PodAffinityTerm,
     PodPhase,
     SetAside,
     Snapshot,
@@ -86,7 +87,7 @@ def _pod_of(draw: st.DrawFn, state: Snapshot, serial: int) -> Pod:
     elif draw(st.booleans()):
         phase = draw(st.sampled_from([PodPhase.SUCCEEDED, PodPhase.FAILED, PodPhase.GATED]))
     named = on is not None and kind != "whole" and draw(st.booleans())
-    return pod(
+    made = pod(
         f"p{serial}",
         draw(st.sampled_from(groups)),
         gpus=draw(st.integers(1, 2)) if kind == "whole" else 0,
@@ -100,6 +101,8 @@ def _pod_of(draw: st.DrawFn, state: Snapshot, serial: int) -> Pod:
         phase=phase,
         placement=draw(st.sampled_from(PLACEMENTS)),
     )
+    terms = draw(st.sampled_from([(), (PodAffinityTerm(True, "zone", (("app", "a"),)),)]))
+    return dataclasses.replace(made, pod_terms=terms)
 
 
 @st.composite
@@ -192,6 +195,7 @@ def _assert_as_cold(facts: PodFacts, state: Snapshot) -> None:
     }
     assert waiting <= set(facts.members)
     assert facts.topology_constrained == any(constrained(g) for g in state.pod_groups)
+    assert facts.pod_terms == any(p.pod_terms for p in state.pods)
     assert facts.may_be_stale == sorted(
         (g for g in state.pod_groups if may_be_stale(g)), key=lambda g: g.key
     )
