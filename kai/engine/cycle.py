@@ -578,14 +578,13 @@ def _closed_by_terms(
     chosen: AllocationOutcome,
 ) -> Callable[[Pod], str | None]:
     """Why the terms close to a pending pod every node its predicates allow, after the answer."""
-    placed = [(placement.pod, placement.node) for placement in chosen.placements.values()]
 
     def closed(pod: Pod) -> str | None:
         if not pod_affinity.concerns(pod):
             return None
         eligible = eligible_for(pod)
         nodes = [node.name for node in snapshot.nodes if eligible(node.name)]
-        return pod_affinity.why_not(pod, nodes, placed) if nodes else None
+        return pod_affinity.why_not(pod, nodes, chosen.placements) if nodes else None
 
     return closed
 

@@ -349,11 +349,10 @@ def _kept_apart(
     eligible: Callable[[str], bool],
     pod_affinity: PodAffinity | None,
     outcome: AllocationOutcome,
-    placed: Iterable[PodPlacement] = (),
+    placed: Sequence[PodPlacement] = (),
 ) -> Callable[[str], bool]:
     """`eligible`, narrowed by the inter-pod terms that concern `pod`, beside every pod
     placed before it (the pass's and, inside a gang being placed, its mates')."""
     if pod_affinity is None or not pod_affinity.concerns(pod):
         return eligible
-    before = [(p.pod, p.node) for p in (*outcome.placements.values(), *placed)]
-    return pod_affinity.restrict(pod, eligible, before)
+    return pod_affinity.restrict(pod, eligible, outcome.placements, placed)

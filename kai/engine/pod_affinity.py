@@ -19,10 +19,11 @@ gang waiting (`concerns`). The validator checks the terms on its own.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from kai.engine.model import Node, Pod, PodAffinityTerm, Requirement
 
@@ -60,39 +61,60 @@ def _first_pair(term: PodAffinityTerm) -> tuple[str, str] | None:
     return term.match_labels[0] if term.match_labels else None
 
 
-class PodAffinity:
-    """The cycle's inter-pod terms over its nodes and the pods on them.
+class Placed(Protocol):
+    """A pod and the node the cycle placed it on (the greedy pass's placements are these)."""
 
-    Pods on nodes are indexed by each of their labels, and anti-affinity terms by a label
-    the pods they select must carry, so a pod's terms read only the pods they may select
-    (a cluster may run thousands of pods, hundreds with a term)."""
+    @property
+    def pod(self) -> Pod: ...
+
+    @property
+    def node(self) -> str: ...
+
+
+class _Indexed:
+    """Pods on nodes, indexed by each of their labels, and their anti-affinity terms by a
+    label the pods they select must carry: a pod's terms read only the pods they may
+    select (a cluster may run thousands of pods, hundreds with a term)."""
+
+    def __init__(self) -> None:
+        self.every: list[tuple[Pod, str]] = []
+        self._by_label: dict[tuple[str, str], list[tuple[Pod, str]]] = {}
+        self._closing: dict[tuple[str, str] | None, list[tuple[Pod, str, PodAffinityTerm]]] = {}
+
+    def add(self, pod: Pod, node: str) -> None:
+        self.every.append((pod, node))
+        for pair in pod.labels:
+            self._by_label.setdefault(pair, []).append((pod, node))
+        for term in pod.pod_terms:
+            if term.anti:
+                self._closing.setdefault(_first_pair(term), []).append((pod, node, term))
+
+    def may_be_selected(self, term: PodAffinityTerm) -> Sequence[tuple[Pod, str]]:
+        pair = _first_pair(term)
+        return self.every if pair is None else self._by_label.get(pair, [])
+
+    def may_close(self, pod: Pod) -> Iterator[tuple[Pod, str, PodAffinityTerm]]:
+        return _by_labels(self._closing, pod)
+
+
+class PodAffinity:
+    """The cycle's inter-pod terms over its nodes, the pods on them and what it places."""
 
     def __init__(self, nodes: Iterable[Node], pods: Iterable[Pod]) -> None:
         self._labels = {node.name: dict(node.labels) for node in nodes}
         every = list(pods)
-        self._placed: list[tuple[Pod, str]] = [
-            (pod, pod.node)
-            for pod in every
-            if pod.node is not None and pod.node in self._labels and pod.phase.occupies_node
-        ]
-        self._placed_by_label: dict[tuple[str, str], list[tuple[Pod, str]]] = {}
-        for pod, node in self._placed:
-            for pair in pod.labels:
-                self._placed_by_label.setdefault(pair, []).append((pod, node))
-        # Anti-affinity terms by the label they need: of every pod (`concerns`), and of the
-        # pods on nodes with the node (the domains they close).
+        self._on_nodes = _Indexed()
+        for pod in every:
+            if pod.node is not None and pod.node in self._labels and pod.phase.occupies_node:
+                self._on_nodes.add(pod, pod.node)
         self._avoiding: dict[tuple[str, str] | None, list[tuple[str, PodAffinityTerm]]] = {}
-        self._closing: dict[tuple[str, str] | None, list[tuple[str, str, PodAffinityTerm]]] = {}
         for pod in every:
             for term in pod.pod_terms:
                 if term.anti:
                     self._avoiding.setdefault(_first_pair(term), []).append((pod.key, term))
-        for pod, node in self._placed:
-            for term in pod.pod_terms:
-                if term.anti:
-                    entry = (pod.key, node, term)
-                    self._closing.setdefault(_first_pair(term), []).append(entry)
         self._concerned: dict[str, bool] = {}
+        # Each pass's placements, indexed as they grow (a pass only adds to them).
+        self._passes: dict[int, tuple[Mapping[str, Placed], _Indexed]] = {}
 
     def concerns(self, pod: Pod) -> bool:
         """Whether a term concerns where `pod` may go: its own, or another pod's anti-affinity
@@ -106,22 +128,27 @@ class PodAffinity:
             self._concerned[pod.key] = found
         return found
 
-    def restrict(self, pod: Pod, eligible: Eligible, placed: Sequence[tuple[Pod, str]]) -> Eligible:
+    def restrict(
+        self,
+        pod: Pod,
+        eligible: Eligible,
+        placed: Mapping[str, Placed],
+        mates: Sequence[Placed] = (),
+    ) -> Eligible:
         """`eligible`, narrowed to the nodes where the terms hold for `pod` beside the pods on
-        nodes and `placed` (the cycle's placements before it, as (pod, node))."""
-        domains = self._domains(pod, placed)
+        nodes, the pass's placements so far (`placed`, by pod key) and the gang mates placed
+        before it (`mates`)."""
+        domains = self._domains(pod, placed, mates)
 
         def allowed(name: str) -> bool:
             return eligible(name) and domains.why_not(self._labels.get(name, {})) is None
 
         return allowed
 
-    def why_not(
-        self, pod: Pod, nodes: Iterable[str], placed: Sequence[tuple[Pod, str]]
-    ) -> str | None:
-        """Why the terms close every one of `nodes` to `pod` (counts per cause), or None
-        when one is open."""
-        domains = self._domains(pod, placed)
+    def why_not(self, pod: Pod, nodes: Iterable[str], placed: Mapping[str, Placed]) -> str | None:
+        """Why the terms close every one of `nodes` to `pod` beside the pass's placements
+        (counts per cause), or None when one is open."""
+        domains = self._domains(pod, placed, ())
         causes: Counter[str] = Counter()
         for name in nodes:
             cause = domains.why_not(self._labels.get(name, {}))
@@ -130,24 +157,31 @@ class PodAffinity:
             causes[cause] += 1
         return "; ".join(f"{count} node(s) {cause}" for cause, count in sorted(causes.items()))
 
-    def _domains(self, pod: Pod, placed: Sequence[tuple[Pod, str]]) -> _Domains:
-        wanted = [term for term in pod.pod_terms if not term.anti]
+    def _pass(self, placed: Mapping[str, Placed]) -> _Indexed:
+        known = self._passes.get(id(placed))
+        if known is None or known[0] is not placed or len(known[1].every) > len(placed):
+            known = self._passes[id(placed)] = (placed, _Indexed())
+        index = known[1]
+        for placement in itertools.islice(placed.values(), len(index.every), None):
+            index.add(placement.pod, placement.node)
+        return index
+
+    def _domains(self, pod: Pod, placed: Mapping[str, Placed], mates: Sequence[Placed]) -> _Domains:
+        sources = (self._on_nodes, self._pass(placed))
+        around = [(mate.pod, mate.node) for mate in mates]
         closed: dict[str, set[str]] = {}  # topology key -> domains closed to the pod
         for term in pod.pod_terms:
             if term.anti:
-                closed.setdefault(term.topology_key, set()).update(
-                    self._selected_in(term, pod, placed)
-                )
-        for owner, node, term in _by_labels(self._closing, pod):  # symmetry: theirs close
-            value = self._labels[node].get(term.topology_key)
-            if owner != pod.key and value is not None and selects(term, pod):
+                found = self._selected_in(term, pod, sources, around)
+                closed.setdefault(term.topology_key, set()).update(found)
+        theirs = [(o, n, t) for source in sources for o, n, t in source.may_close(pod)]
+        theirs += [(o, n, t) for o, n in around for t in o.pod_terms if t.anti]
+        for owner, node, term in theirs:  # symmetry: their anti-affinity closes theirs
+            value = self._labels.get(node, {}).get(term.topology_key)
+            if value is not None and owner.key != pod.key and selects(term, pod):
                 closed.setdefault(term.topology_key, set()).add(value)
-        for other, node in placed:  # the same, for the cycle's own placements
-            for term in other.pod_terms:
-                value = self._labels.get(node, {}).get(term.topology_key)
-                if term.anti and value is not None and other.key != pod.key and selects(term, pod):
-                    closed.setdefault(term.topology_key, set()).add(value)
-        near = [self._selected_in(term, pod, placed) for term in wanted]
+        wanted = [term for term in pod.pod_terms if not term.anti]
+        near = [self._selected_in(term, pod, sources, around) for term in wanted]
         # kube-scheduler counts the pods each term wants per domain; with none counted for
         # any term, a pod that all its terms select is the first of its set.
         first = bool(wanted) and not any(near) and all(selects(term, pod) for term in wanted)
@@ -155,13 +189,16 @@ class PodAffinity:
         return _Domains(closed, wants)
 
     def _selected_in(
-        self, term: PodAffinityTerm, pod: Pod, placed: Sequence[tuple[Pod, str]]
+        self,
+        term: PodAffinityTerm,
+        pod: Pod,
+        sources: Sequence[_Indexed],
+        around: Sequence[tuple[Pod, str]],
     ) -> set[str]:
         """The domains of the term's key that run a pod it selects, `pod` itself aside."""
-        pair = _first_pair(term)
-        on_nodes = self._placed if pair is None else self._placed_by_label.get(pair, [])
         domains = set()
-        for other, node in (*on_nodes, *placed):
+        candidates = [*(p for source in sources for p in source.may_be_selected(term)), *around]
+        for other, node in candidates:
             value = self._labels.get(node, {}).get(term.topology_key)
             if value is not None and other.key != pod.key and selects(term, other):
                 domains.add(value)

@@ -9,7 +9,8 @@ the placements before it (kai.engine.pod_affinity); here the whole answer is che
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Sequence
 
 from kai.engine.model import Node, Pod, PodAffinityTerm
 
@@ -17,40 +18,46 @@ from kai.engine.model import Node, Pod, PodAffinityTerm
 def pod_affinity_problems(
     nodes: Sequence[Node], pods: Sequence[Pod], bound: Sequence[tuple[Pod, str]]
 ) -> list[str]:
-    """What the answer's bindings (`bound`, as (pod, node)) break, beside `pods` on nodes."""
+    """What the answer's bindings (`bound`, as (pod, node)) break, beside `pods` on nodes.
+
+    Pods are grouped by domain, for each topology key a term names, so a term reads only
+    the pods of its own domain."""
     labels = {node.name: dict(node.labels) for node in nodes}
     new = {pod.key for pod, _ in bound}
     where = [(pod, pod.node) for pod in pods if pod.node in labels and pod.phase.occupies_node]
     where = [(pod, node) for pod, node in where if pod.key not in new] + list(bound)
-    with_terms = [(pod, node) for pod, node in where if pod.pod_terms]
+    keys = {term.topology_key for pod, _ in where for term in pod.pod_terms}
+    members: dict[tuple[str, str], list[Pod]] = defaultdict(list)
+    newcomers: dict[tuple[str, str], list[tuple[Pod, str]]] = defaultdict(list)
+    for pod, node in where:
+        for key in keys:
+            value = labels[node].get(key)
+            if value is not None:
+                members[key, value].append(pod)
+                if pod.key in new:
+                    newcomers[key, value].append((pod, node))
     problems = []
-    for pod, node in bound:
-        here = labels.get(node, {})
-        for other, other_node in with_terms:
-            if other.key == pod.key:
+    for owner, node in where:  # anti-affinity of any pod, against the pods bound beside it
+        for term in owner.pod_terms:
+            value = labels[node].get(term.topology_key)
+            if not term.anti or value is None:
                 continue
-            there = labels.get(other_node, {})
-            for term in other.pod_terms:
-                if term.anti and _same_domain(term, here, there) and selected_by(term, pod):
-                    problems.append(f"pod {pod.key} on {node} is in the domain {other.key} avoids")
+            for pod, at in newcomers[term.topology_key, value]:
+                if pod.key != owner.key and selected_by(term, pod):
+                    problems.append(f"pod {pod.key} on {at} is in the domain {owner.key} avoids")
+    for pod, node in bound:  # the bound pod's own terms
         for term in pod.pod_terms:
+            value = labels[node].get(term.topology_key)
             near = [
                 other
-                for other, other_node in where
-                if other.key != pod.key
-                and _same_domain(term, here, labels.get(other_node, {}))
-                and selected_by(term, other)
+                for other in (members[term.topology_key, value] if value is not None else [])
+                if other.key != pod.key and selected_by(term, other)
             ]
             if term.anti and near:
                 problems.append(f"pod {pod.key} on {node} shares a domain with {near[0].key}")
             if not term.anti and not near and not selected_by(term, pod):
                 problems.append(f"pod {pod.key} on {node}: no pod its affinity wants is near")
     return problems
-
-
-def _same_domain(term: PodAffinityTerm, here: Mapping[str, str], there: Mapping[str, str]) -> bool:
-    key = term.topology_key
-    return key in here and here.get(key) == there.get(key)
 
 
 def selected_by(term: PodAffinityTerm, pod: Pod) -> bool:
