@@ -18,9 +18,11 @@ from hypothesis import strategies as st
 
 from kai.api.parse import parse_pod
 from kai.engine.cycle import POD_AFFINITY, run_cycle
+from kai.engine.greedy import TOPOLOGY_AND_TERMS
 from kai.engine.model import EngineConfig, Pod, PodAffinityTerm, Requirement, Snapshot
 from kai.engine.validator import ProposedBinding, validate
 from tests.unit.engine.builders import group, node, pod, queue, snapshot
+from tests.unit.engine.test_topology import cluster, constrained, rack_node
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -245,3 +247,22 @@ def test_every_answer_keeps_the_terms_by_the_validators_reading(snap: Snapshot) 
         result = run_cycle(snap, config)
         proposed = [ProposedBinding(b.pod, b.node, b.gpu_groups) for b in result.bindings]
         assert validate(snap, proposed) == []
+
+
+def test_a_topology_constrained_gang_the_terms_concern_waits_told_why() -> None:
+    """Its domain search does not read the terms: it waits rather than break them."""
+    apart = _term(True, app="w")
+    workers = [_with(pod(f"w-{i}", "w", 1), apart, app="w") for i in range(2)]
+    nodes = [rack_node("r1a", "z", "r1"), rack_node("r1b", "z", "r1")]
+    result = run_cycle(cluster(nodes, workers, [constrained("w", 2, required="rack")]), GREEDY)
+    decision = result.groups["ns/w"]
+    assert (result.bindings, decision.message) == ((), TOPOLOGY_AND_TERMS)
+    plain = [pod(f"w-{i}", "w", 1) for i in range(2)]
+    assert (
+        len(
+            run_cycle(
+                cluster(nodes, plain, [constrained("w", 2, required="rack")]), GREEDY
+            ).bindings
+        )
+        == 2
+    )
