@@ -75,8 +75,8 @@ pending pod is placed, so no answer can be better in that order, in GPUs or in p
 a tie keeps greedy's answer; the model is not built. Most cycles of a cluster with room
 are this (each cycle of a burst of plain pods is)."""
 POD_AFFINITY = "pod-affinity"
-"""The solver's status when a gang an inter-pod affinity term concerns waits: the model
-does not see the terms, so the greedy pass, which keeps them, answers alone."""
+"""The solver's status when every gang left to place is one an inter-pod affinity term
+concerns: the model, which does not see the terms, would leave them all out."""
 NO_ANSWER = "no-answer"
 """The solver's status when it ran and found no answer in its time, not even the greedy one
 it was given as a hint (at 5,000 nodes its presolve takes the first stage's whole budget)."""
@@ -238,7 +238,7 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
         if config.time_limit_seconds > 0
         else "not-run"
     )
-    if status is None and concerned:
+    if status is None and all(request.key in concerned for request in placeable):
         status = POD_AFFINITY
 
     def evictions_on(placed: Mapping[str, PodPlacement]) -> EvictionInputs:
@@ -299,6 +299,7 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
                 memory_mib,
                 run_greedy,
                 topology,
+                concerned,
             )
             solved = _judged(
                 optimized,

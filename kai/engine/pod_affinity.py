@@ -12,9 +12,10 @@ of a set of pods that want to be together goes anywhere.
 The pods counted are those on a node (bound, running or being deleted) and those the
 cycle has placed before, in the order it places them: the greedy pass asks for each pod
 with every placement before it, its own gang's included, so a gang's pods keep their
-terms among themselves too. The CP-SAT model does not see the terms: a cycle with a gang
-the terms concern keeps the greedy pass's answer, and the eviction actions leave such a
-gang waiting (`concerns`). The validator checks the terms on its own.
+terms among themselves too. The CP-SAT model does not see the terms: it leaves out the
+gangs they concern (`concerns`), which the greedy pass places after its answer (an answer
+that places such a gang worse in KAI's order than the greedy pass did is not taken), and
+the eviction actions leave such a gang waiting. The validator checks the terms on its own.
 """
 
 from __future__ import annotations
@@ -107,23 +108,25 @@ class PodAffinity:
         for pod in every:
             if pod.node is not None and pod.node in self._labels and pod.phase.occupies_node:
                 self._on_nodes.add(pod, pod.node)
-        self._avoiding: dict[tuple[str, str] | None, list[tuple[str, PodAffinityTerm]]] = {}
+        # Every term by the label its pods need: of every pod, for `concerns`.
+        self._selecting: dict[tuple[str, str] | None, list[tuple[str, PodAffinityTerm]]] = {}
         for pod in every:
             for term in pod.pod_terms:
-                if term.anti:
-                    self._avoiding.setdefault(_first_pair(term), []).append((pod.key, term))
+                self._selecting.setdefault(_first_pair(term), []).append((pod.key, term))
         self._concerned: dict[str, bool] = {}
         # Each pass's placements, indexed as they grow (a pass only adds to them).
         self._passes: dict[int, tuple[Mapping[str, Placed], _Indexed]] = {}
 
     def concerns(self, pod: Pod) -> bool:
-        """Whether a term concerns where `pod` may go: its own, or another pod's anti-affinity
-        that selects it. Most pods of most clusters: no, and they pay nothing more."""
+        """Whether a term concerns where `pod` may go: its own, or another pod's that selects
+        it (anti-affinity closes domains to it; affinity draws its owner to it, so it must be
+        placed where that owner's check sees it). Most pods of most clusters: no, and they
+        pay nothing more."""
         found = self._concerned.get(pod.key)
         if found is None:
             found = bool(pod.pod_terms) or any(
                 owner != pod.key and selects(term, pod)
-                for owner, term in _by_labels(self._avoiding, pod)
+                for owner, term in _by_labels(self._selecting, pod)
             )
             self._concerned[pod.key] = found
         return found

@@ -9,7 +9,7 @@ are retried the same way. The result is then validated by the caller.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -65,13 +65,19 @@ def optimize(
     memory_mib: int,
     run_greedy: GreedyRunner,
     topology: TopologyIndex | None = None,
+    greedy_only: Collection[str] = (),
 ) -> Optimized | None:
+    """`greedy_only`: gangs the model leaves out (inter-pod affinity concerns them, which
+    it does not see); like the pods it cannot model, the repair places them after the
+    decoded answer."""
     rules_of = {g.key: rules_for_model(g, topology) for g in gangs}
     modelled_gangs = sorted(
         (
             g
             for g in gangs
-            if all(modelled(p) for p in (*g.core, *g.elastic)) and rules_of[g.key] is not False
+            if all(modelled(p) for p in (*g.core, *g.elastic))
+            and rules_of[g.key] is not False
+            and g.key not in greedy_only
         ),
         key=gang_order_key,
     )

@@ -2,8 +2,8 @@
 
 kai read these terms as if they were not there: two replicas meant for two nodes could
 share one. The parser now reads them (`kai.api.pod_affinity`), the greedy pass keeps them
-pod by pod beside everything placed before (`kai.engine.pod_affinity`), a cycle with a
-gang they concern keeps the greedy answer, the eviction actions leave such a gang
+pod by pod beside everything placed before (`kai.engine.pod_affinity`), the CP-SAT
+model leaves the gangs they concern to it, the eviction actions leave such a gang
 waiting, and the validator checks them on its own. KAI's three cases
 (`interpod_affinity_test`) pass.
 """
@@ -266,3 +266,25 @@ def test_a_topology_constrained_gang_the_terms_concern_waits_told_why() -> None:
         )
         == 2
     )
+
+
+def test_the_solver_still_packs_the_gangs_no_term_concerns() -> None:
+    """A gang of 4, 4, 3, 3, 3, 3 GPUs fits two 10-GPU nodes only as CP-SAT packs it (the
+    greedy pass strands a 3); two replicas that avoid each other wait beside it. The model
+    leaves the replicas out and the greedy pass places them after its answer, apart."""
+    sizes = (4, 4, 3, 3, 3, 3)
+    gang = [pod(f"g-{i}", "g", gpus) for i, gpus in enumerate(sizes)]
+    apart = _term(True, app="web")
+    replicas = [_with(pod(f"web{i}-0", f"web{i}", 1), apart, app="web") for i in range(2)]
+    snap = snapshot(
+        [_host("a", 10), _host("b", 10), _host("c", 2), _host("d", 2)],
+        [*gang, *replicas],
+        [group("g", "q", min_member=6), group("web0", "q"), group("web1", "q")],
+        [queue("q")],
+    )
+    result = run_cycle(snap, EngineConfig(time_limit_seconds=2.0, solver_workers=1))
+    bound = {binding.pod: binding.node for binding in result.bindings}
+    assert result.report.answer == "cp-sat"
+    assert {bound[f"ns/g-{i}"] for i in range(6)} == {"a", "b"}
+    assert bound["ns/web0-0"] != bound["ns/web1-0"]
+    assert run_cycle(snap, GREEDY).bindings != result.bindings  # greedy alone strands a 3
