@@ -11,7 +11,7 @@ honour yet (`kai.api.unhonoured`) and is not returned here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from kai.api import corev1
 from kai.engine.model import PodAffinityTerm, Requirement
@@ -23,30 +23,34 @@ def pod_terms(
     affinity: corev1.Affinity | None, namespace: str, labels: Mapping[str, str]
 ) -> tuple[PodAffinityTerm, ...]:
     """The pod's required terms, affinity first, in the order written."""
-    if affinity is None:
-        return ()
-    terms: list[PodAffinityTerm] = []
-    for anti, kind in ((False, affinity.pod_affinity), (True, affinity.pod_anti_affinity)):
-        for term in kind.required_during_scheduling_ignored_during_execution if kind else []:
-            if not _reads_namespace_labels(term):
-                terms.append(_term(anti, term, namespace, labels))
-    return tuple(terms)
+    return tuple(
+        _term(anti, term, namespace, labels)
+        for _, anti, term in _required(affinity)
+        if not _reads_namespace_labels(term)
+    )
 
 
 def namespace_selector_field(affinity: corev1.Affinity | None) -> str | None:
     """The path of the first term that selects namespaces by their labels, or None."""
-    if affinity is None:
-        return None
-    for name, kind in (
-        ("podAffinity", affinity.pod_affinity),
-        ("podAntiAffinity", affinity.pod_anti_affinity),
-    ):
-        for index, term in enumerate(
-            kind.required_during_scheduling_ignored_during_execution if kind else []
-        ):
-            if _reads_namespace_labels(term):
-                return f"spec.affinity.{name}.{REQUIRED}[{index}].namespaceSelector"
+    for path, _, term in _required(affinity):
+        if _reads_namespace_labels(term):
+            return f"{path}.namespaceSelector"
     return None
+
+
+def _required(
+    affinity: corev1.Affinity | None,
+) -> Iterator[tuple[str, bool, corev1.PodAffinityTerm]]:
+    """Each required term with its path and whether it is anti-affinity, affinity first."""
+    if affinity is None:
+        return
+    for name, anti, kind in (
+        ("podAffinity", False, affinity.pod_affinity),
+        ("podAntiAffinity", True, affinity.pod_anti_affinity),
+    ):
+        terms = kind.required_during_scheduling_ignored_during_execution if kind else []
+        for index, term in enumerate(terms):
+            yield f"spec.affinity.{name}.{REQUIRED}[{index}]", anti, term
 
 
 def _reads_namespace_labels(term: corev1.PodAffinityTerm) -> bool:

@@ -66,7 +66,7 @@ def container_requests(container: corev1.Container) -> ResourceAmounts:
 def container_errors(ref: ObjectRef, spec: corev1.PodSpec) -> list[ManifestError]:
     """What the API server would reject in the containers' resources."""
     errors: list[ManifestError] = []
-    for path, container in _containers(spec):
+    for path, container in containers(spec):
         resources = container.resources
         for kind, amounts in (("requests", resources.requests), ("limits", resources.limits)):
             for name, amount in amounts.items():
@@ -109,11 +109,12 @@ def asks_for_whole_gpus(spec: corev1.PodSpec) -> bool:
     """Whether any container names `nvidia.com/gpu`, even as 0 (KAI's test for the conflict)."""
     return any(
         NVIDIA_GPU_RESOURCE in c.resources.requests or NVIDIA_GPU_RESOURCE in c.resources.limits
-        for _, c in _containers(spec)
+        for _, c in containers(spec)
     )
 
 
-def _containers(spec: corev1.PodSpec) -> Iterator[tuple[str, corev1.Container]]:
+def containers(spec: corev1.PodSpec) -> Iterator[tuple[str, corev1.Container]]:
+    """Each init container and container with its field path, init containers first."""
     for index, container in enumerate(spec.init_containers):
         yield f"spec.initContainers[{index}]", container
     for index, container in enumerate(spec.containers):

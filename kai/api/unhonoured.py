@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from kai.api import corev1
 from kai.api.pod_affinity import namespace_selector_field
+from kai.api.requests import containers
 
 RESOURCE_CLAIMS = "spec.resourceClaims"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
@@ -35,16 +36,12 @@ def unhonoured_field(spec: corev1.PodSpec) -> str | None:
 
 def _mig_request(spec: corev1.PodSpec) -> str | None:
     """The path of the first MIG slice a container asks for (a limit alone asks too)."""
-    for kind, containers in (
-        ("initContainers", spec.init_containers),
-        ("containers", spec.containers),
-    ):
-        for index, container in enumerate(containers):
-            for part, amounts in (
-                ("requests", container.resources.requests),
-                ("limits", container.resources.limits),
-            ):
-                for name, amount in amounts.items():
-                    if name.startswith(MIG_RESOURCE_PREFIX) and amount > 0:
-                        return f"spec.{kind}[{index}].resources.{part}.{name}"
+    for path, container in containers(spec):
+        for part, amounts in (
+            ("requests", container.resources.requests),
+            ("limits", container.resources.limits),
+        ):
+            for name, amount in amounts.items():
+                if name.startswith(MIG_RESOURCE_PREFIX) and amount > 0:
+                    return f"{path}.resources.{part}.{name}"
     return None

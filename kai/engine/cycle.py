@@ -195,12 +195,15 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
 
     eligible_for = memo.eligibility()
     pod_affinity = PodAffinity(snapshot.nodes, snapshot.pods) if facts.pod_terms else None
-    concerned = {
-        request.key
-        for request in (*placeable, *refused)
+    concerned = (
+        {
+            request.key
+            for request in (*placeable, *refused)
+            if any(map(pod_affinity.concerns, (*request.core, *request.elastic)))
+        }
         if pod_affinity is not None
-        and any(pod_affinity.concerns(pod) for pod in (*request.core, *request.elastic))
-    }
+        else set()
+    )
 
     fragmentation = (  # bin-packing's measure: spreading places by free GPUs alone
         memo.fragmentation(facts.workload)

@@ -135,7 +135,12 @@ def rejection_reason(node: Node, placement: Placement) -> str | None:
 
 
 def _requirement_holds(req: Requirement, labels: dict[str, str], node_name: str) -> bool:
-    value = node_name if req.key == "metadata.name" else labels.get(req.key)
+    return value_meets(req, node_name if req.key == "metadata.name" else labels.get(req.key))
+
+
+def value_meets(req: Requirement, value: str | None) -> bool:
+    """Whether a label's value (None: the label is absent) meets a selector requirement:
+    Kubernetes reads node selectors and label selectors the same way."""
     match req.operator:
         case "In":
             return value is not None and value in req.values

@@ -20,13 +20,15 @@ the eviction actions leave such a gang waiting. The validator checks the terms o
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from kai.engine.model import Node, Pod, PodAffinityTerm, Requirement
+from kai.engine.eligibility import value_meets
+from kai.engine.model import Node, Pod, PodAffinityTerm
 
 Eligible = Callable[[str], bool]
 T = TypeVar("T")
@@ -43,18 +45,7 @@ def selects(term: PodAffinityTerm, pod: Pod) -> bool:
     if not term.expressions:
         return True
     labels = dict(pod.labels)
-    return all(_holds(requirement, labels) for requirement in term.expressions)
-
-
-def _holds(requirement: Requirement, labels: Mapping[str, str]) -> bool:
-    value = labels.get(requirement.key)
-    if requirement.operator == "In":
-        return value is not None and value in requirement.values
-    if requirement.operator == "NotIn":
-        return value is None or value not in requirement.values
-    if requirement.operator == "Exists":
-        return value is not None
-    return value is None  # DoesNotExist
+    return all(value_meets(req, labels.get(req.key)) for req in term.expressions)
 
 
 def _first_pair(term: PodAffinityTerm) -> tuple[str, str] | None:
@@ -101,16 +92,12 @@ class _Indexed:
 class PodAffinity:
     """The cycle's inter-pod terms over its nodes, the pods on them and what it places."""
 
-    def __init__(self, nodes: Iterable[Node], pods: Iterable[Pod]) -> None:
+    def __init__(self, nodes: Iterable[Node], pods: Sequence[Pod]) -> None:
         self._labels = {node.name: dict(node.labels) for node in nodes}
-        every = list(pods)
-        self._on_nodes = _Indexed()
-        for pod in every:
-            if pod.node is not None and pod.node in self._labels and pod.phase.occupies_node:
-                self._on_nodes.add(pod, pod.node)
+        self._pods = pods
         # Every term by the label its pods need: of every pod, for `concerns`.
         self._selecting: dict[tuple[str, str] | None, list[tuple[str, PodAffinityTerm]]] = {}
-        for pod in every:
+        for pod in pods:
             for term in pod.pod_terms:
                 self._selecting.setdefault(_first_pair(term), []).append((pod.key, term))
         self._concerned: dict[str, bool] = {}
@@ -159,6 +146,16 @@ class PodAffinity:
                 return None
             causes[cause] += 1
         return "; ".join(f"{count} node(s) {cause}" for cause, count in sorted(causes.items()))
+
+    @functools.cached_property
+    def _on_nodes(self) -> _Indexed:
+        """The pods on nodes, indexed when a pod a term concerns is first placed: a cycle
+        whose pending pods no term concerns (most, on a cluster with a few terms) skips it."""
+        index = _Indexed()
+        for pod in self._pods:
+            if pod.node is not None and pod.node in self._labels and pod.phase.occupies_node:
+                index.add(pod, pod.node)
+        return index
 
     def _pass(self, placed: Mapping[str, Placed]) -> _Indexed:
         known = self._passes.get(id(placed))
