@@ -1,6 +1,7 @@
 """Turns a v1 Node manifest into the engine's `Node`.
 
-The node's capacity is its `status.allocatable` (cpu, memory, pods, whole GPUs); its
+The node's capacity is its `status.allocatable` (cpu, memory, pods, whole GPUs, and the
+scalar resources of `kai.api.scalars`); its
 per-device GPU memory comes from the GPU Feature Discovery label and is rounded the
 way KAI rounds it, because fractional requests are placed against that number.
 """
@@ -15,6 +16,7 @@ from typing import Any
 from kai.api import corev1
 from kai.api.constants import GPU_MEMORY_NODE_LABEL, MAX_GPUS_PER_NODE, NVIDIA_GPU_RESOURCE
 from kai.api.errors import ManifestError, ObjectRef, object_ref, raise_all, validated
+from kai.api.scalars import allocatable_scalars
 from kai.engine.model import Node, Taint
 from kai.engine.resources import Resources
 
@@ -47,6 +49,7 @@ def parse_node(manifest: Mapping[str, Any]) -> Node:
         unschedulable=wire.spec.unschedulable,
         ready=_is_ready(wire.status.conditions),
         taints=tuple(Taint(t.key, t.value or None, t.effect) for t in wire.spec.taints),
+        scalars=allocatable_scalars(wire.status.allocatable),
     )
 
 

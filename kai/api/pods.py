@@ -30,6 +30,7 @@ from kai.api.placement import pod_placement
 from kai.api.pod_affinity import pod_terms
 from kai.api.projection import field_keys, read_part
 from kai.api.requests import container_errors, effective_requests
+from kai.api.scalars import asked_scalars
 from kai.api.unhonoured import unhonoured_field
 from kai.engine.model import Pod, PodPhase
 from kai.engine.resources import Resources
@@ -76,6 +77,7 @@ def parse_pod(manifest: Mapping[str, Any], pod_group_key: str) -> Pod:
         unhonoured=unhonoured_field(spec),
         labels=tuple(sorted(metadata.labels.items())),
         pod_terms=pod_terms(spec.affinity, ref.namespace or "default", metadata.labels),
+        scalars=asked_scalars(requests),
     )
 
 

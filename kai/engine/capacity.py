@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from kai.engine import scalars
 from kai.engine.model import Node, Pod
 from kai.engine.resources import Resources, ResourceSum
 
@@ -52,6 +53,7 @@ class NodeCapacity:
     shared: dict[str, int] = field(default_factory=dict)  # group id -> MiB used on that device
     opened: int = 0  # devices this cycle opened for sharing, to name new groups
     cycle: str = ""  # the cycle's own part of new group ids
+    scalars: dict[str, int] = field(default_factory=dict)  # free thousandths (`kai.engine.scalars`)
 
     @property
     def name(self) -> str:
@@ -67,6 +69,7 @@ class NodeCapacity:
             dict(self.shared),
             self.opened,
             self.cycle,
+            dict(self.scalars),
         )
 
     def fits_base(self, pod: Pod) -> bool:
@@ -75,6 +78,7 @@ class NodeCapacity:
             and pod.cpu_millis <= self.cpu
             and pod.memory_bytes <= self.memory
             and pod.gpu.whole <= self.whole_gpus
+            and (not pod.scalars or scalars.shortage(pod.scalars, self.scalars) is None)
         )
 
     def shared_candidates(self, pod: Pod, fullest_first: bool = True) -> list[str] | None:
@@ -136,6 +140,8 @@ class NodeCapacity:
         self.memory -= pod.memory_bytes
         self.pods -= 1
         self.whole_gpus -= pod.gpu.whole
+        if pod.scalars:
+            scalars.take(self.scalars, pod.scalars)
         if not pod.gpu.is_fractional:
             return ()
         chosen = list(groups) if groups is not None else self.shared_candidates(pod)
@@ -184,6 +190,7 @@ def node_capacity(node: Node, occupying: Iterable[Pod], cycle: str = "") -> Node
         node.max_pods,
         node.gpus,
         cycle=cycle,
+        scalars=dict(node.scalars),
     )
     unnamed: list[Pod] = []
     for pod in sorted(occupying, key=lambda p: p.key):
@@ -194,6 +201,8 @@ def node_capacity(node: Node, occupying: Iterable[Pod], cycle: str = "") -> Node
         cap.memory -= pod.memory_bytes
         cap.pods -= 1
         cap.whole_gpus -= pod.gpu.whole
+        if pod.scalars:
+            scalars.take(cap.scalars, pod.scalars)
         if not pod.gpu.is_fractional:
             # A pod of whole devices shares none, whatever groups it is labelled with (a
             # reservation pod whose users are gone): it holds its devices and opens none,

@@ -13,6 +13,7 @@ import functools
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
+from kai.engine import scalars
 from kai.engine.budget import QueueBudget, Refusal, describe_amount
 from kai.engine.capacity import NodeCapacity
 from kai.engine.eligibility import rejection_reason
@@ -92,6 +93,17 @@ class PendingExplainer:
                         f"pod {pod.key} fits no node its inter-pod affinity terms leave open: "
                         f"{closed}",
                     )
+        for pod in gang.core:
+            if pod.scalars:
+                # The generic words below count GPUs and cores: a scalar resource the
+                # placements ahead took is named instead, with the amounts.
+                reasons = self._node_rejections(pod, after=True)
+                if reasons is not None:
+                    return Refusal(
+                        UNSCHEDULABLE,
+                        f"pod {pod.key} fits no node after this cycle's placements ahead of "
+                        f"it in queue order: {reasons}",
+                    )
         if known is not None:
             return known
         if self._free_gpus is None:
@@ -129,9 +141,10 @@ class PendingExplainer:
             f"the gang runs; {len(left)} pod(s) beyond its minimum wait: {refusal.message}",
         )
 
-    def _node_rejections(self, pod: Pod) -> str | None:
+    def _node_rejections(self, pod: Pod, after: bool = False) -> str | None:
         """Counts of why each node refuses the pod, or None when some node would take it
-        (pods that ask alike, in any gang, share the answer)."""
+        (pods that ask alike, in any gang, share the answer); on the nodes as they were, or
+        `after` this cycle's placements."""
         # Integers, not the Fractions themselves: hashing a Fraction is slow, and this key is
         # made for every pod of every pending gang.
         cpu, memory, gpu = pod.request.cpu, pod.request.memory, pod.gpu
@@ -146,9 +159,12 @@ class PendingExplainer:
             gpu.memory_mib,
             gpu.devices,
             pod.placement,
+            pod.scalars,
+            after,
         )
         if ask not in self._rejections:
-            self._rejections[ask] = _node_rejections(pod, self._before, self._nodes, self._stuck())
+            capacity = self._after() if after else self._before
+            self._rejections[ask] = _node_rejections(pod, capacity, self._nodes, self._stuck())
         return self._rejections[ask]
 
 
@@ -194,6 +210,10 @@ def _capacity_shortfall(pod: Pod, cap: NodeCapacity, stuck_gpus: int) -> str | N
     for failed, message in checks:
         if failed:
             return message()
+    if pod.scalars:
+        short = scalars.shortage_message(pod.scalars, cap.scalars)
+        if short is not None:
+            return short
     if pod.gpu.is_fractional and cap.shared_candidates(pod) is None:
         need = pod.gpu.memory_on(cap.node.gpu_memory_mib)
         if pod.gpu.devices == 1:

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from fractions import Fraction
 
 from kai.engine.resources import Resources
+from kai.engine.scalars import Scalars
 from kai.engine.snapshot_changes import SnapshotChanges
 
 UNLIMITED = Fraction(-1)
@@ -163,6 +164,7 @@ class Pod:
     unhonoured: str | None = None  # a required constraint kai cannot honour yet: its field
     labels: tuple[tuple[str, str], ...] = ()  # what inter-pod affinity terms select by
     pod_terms: tuple[PodAffinityTerm, ...] = ()  # its required inter-pod affinity terms
+    scalars: Scalars = ()  # extended resources, hugepages, ephemeral storage it asks of a node
     # Derived once: placement loops compare these millions of times, and exact
     # Fractions (or an f-string per access) would dominate the cycle.
     key: str = field(init=False, repr=False, compare=False)
@@ -206,6 +208,7 @@ class Node:
     unschedulable: bool = False
     ready: bool = True
     taints: tuple[Taint, ...] = ()
+    scalars: Scalars = ()  # allocatable extended resources, hugepages, ephemeral storage
     gpus: int = field(init=False, repr=False, compare=False)
     """Whole devices, derived once: placement and fragmentation ask it per node per pod."""
 

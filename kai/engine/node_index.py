@@ -82,13 +82,15 @@ class NodeIndex:
         least fragmentation, when the index measures it. A gang's members do not: the
         measure, blind to the members still to come, spreads them to keep room for the
         workload's mix, and the last members find no node (on the synthetic benchmark the
-        greedy pass placed 0.5% fewer GPUs); KAI's order keeps a gang together.
+        greedy pass placed 0.5% fewer GPUs); KAI's order keeps a gang together. Nor does a
+        pod that asks for a scalar resource (`kai.engine.scalars`): the measure's node
+        states leave those out, so a state's first node could not stand for the others.
 
         Bin-packing puts a fraction on a node whose shared devices have room first (KAI's
         gpusharingorder); spreading ranks nodes by free GPUs first, as KAI's spread score
         outweighs the sharing one, and a node with room on a shared device counts.
         """
-        if alone and self._fragmentation is not None:
+        if alone and self._fragmentation is not None and not pod.scalars:
             return self._least_fragmenting(pod, eligible, self._fragmentation)
         spread = self._strategy is PlacementStrategy.SPREAD
         if pod.gpu.is_fractional and not spread:
@@ -110,7 +112,7 @@ class NodeIndex:
 
         if groups is None and pod.gpu.is_fractional:
             cap = self.capacity[name]
-            if alone and self._fragmentation is not None:
+            if alone and self._fragmentation is not None and not pod.scalars:
                 groups = self._fragmentation.best_devices(cap, pod) or ()
             else:
                 groups = tuple(cap.shared_candidates(pod, self._fullest_device_first) or ())
@@ -316,3 +318,4 @@ def _leftovers(devices: list[tuple[int, str]], need: int) -> Iterator[tuple[int,
 def _restore(cap: NodeCapacity, saved: NodeCapacity) -> None:
     cap.cpu, cap.memory, cap.pods = saved.cpu, saved.memory, saved.pods
     cap.whole_gpus, cap.shared, cap.opened = saved.whole_gpus, dict(saved.shared), saved.opened
+    cap.scalars = dict(saved.scalars)

@@ -26,6 +26,7 @@ from kai.engine.evictions.decisions import Action, EvictionDecision
 from kai.engine.model import (
     UNLIMITED,
     EngineConfig,
+    Node,
     PlacementStrategy,
     Pod,
     PodGroup,
@@ -148,6 +149,7 @@ def _check_nodes(
             problems.append(
                 f"node {node.name}: memory {memory} requested of {node.allocatable.memory}"
             )
+        problems += _scalar_problems(node, residents, binding_of)
         if len(residents) > node.max_pods:
             problems.append(f"node {node.name}: {len(residents)} pods of {node.max_pods}")
         if devices * node.gpu_memory_mib + unnamed_fraction_mib > node.gpus * node.gpu_memory_mib:
@@ -157,6 +159,25 @@ def _check_nodes(
                 problems.append(
                     f"node {node.name}: shared device {group} holds {used} MiB of {node.gpu_memory_mib}"
                 )
+    return problems
+
+
+def _scalar_problems(
+    node: Node, residents: list[tuple[Pod, tuple[str, ...]]], new: set[str]
+) -> list[str]:
+    """Scalar resources (extended, hugepages, ephemeral storage; in thousandths) asked of
+    the node beyond its allocatable. Only those a new binding asks for: a node another
+    scheduler over-committed on a resource is no reason to refuse a pod that asks none."""
+    asked = sorted({name for pod, _ in residents if pod.key in new for name, _ in pod.scalars})
+    allocatable = dict(node.scalars)
+    problems = []
+    for name in asked:
+        used = sum(amount for pod, _ in residents for n, amount in pod.scalars if n == name)
+        if used > allocatable.get(name, 0):
+            problems.append(
+                f"node {node.name}: {name} {used} thousandths requested of "
+                f"{allocatable.get(name, 0)}"
+            )
     return problems
 
 

@@ -38,6 +38,8 @@ class GpuNode:
     pods: int = 110
     topology: Mapping[str, str] = field(default_factory=dict)
     """Topology labels, e.g. {"topology.kubernetes.io/zone": "zone-a"}."""
+    extended: Mapping[str, str] = field(default_factory=dict)
+    """Other allocatable resources, e.g. {"rdma/hca": "1"} for an RDMA device."""
 
     def labels(self) -> dict[str, str]:
         return {
@@ -53,6 +55,7 @@ class GpuNode:
             "memory": self.memory,
             "pods": str(self.pods),
             GPU_RESOURCE: str(self.gpus),
+            **self.extended,
         }
 
 

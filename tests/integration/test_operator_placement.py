@@ -1,7 +1,10 @@
-"""`kai run --placement` reaches the engine: binpack fills a node, spread uses the emptiest.
+"""Where `kai run` places pods, through the real API server.
 
-Two 1-GPU pods arrive one after the other on two empty 4-GPU nodes. Under binpack
-the second joins the first (the fuller node); under spread it goes to the other one.
+- `--placement` reaches the engine: two 1-GPU pods arrive one after the other on two empty
+  4-GPU nodes. Under binpack the second joins the first (the fuller node); under spread it
+  goes to the other one.
+- A scalar resource decides the node: of two pods that ask for an RDMA device, the first
+  goes to the one node that has one, the second waits, told why.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from kai_operator_support import (
     gpu_pod,
     operator_config,
     running_operator,
+    told_unschedulable,
     unique,
     wait_for,
 )
@@ -21,6 +25,8 @@ from kubernetes_asyncio import client
 
 from kai.testing.controlplane import ClusterAccess
 from kai.testing.fakes import GpuNode, NodeFactory
+
+RDMA = "rdma/hca"
 
 
 @pytest.mark.parametrize(("placement", "nodes_used"), [("binpack", 1), ("spread", 2)])
@@ -54,5 +60,50 @@ async def test_the_placement_strategy_decides_where_the_second_pod_goes(
             placed = await bound_pods(api, namespace)
             assert set(placed.values()) <= set(names)
             assert len(set(placed.values())) == nodes_used
+    finally:
+        await delete_queue(api, queue)
+
+
+async def test_a_pod_that_asks_for_an_rdma_device_goes_where_one_is_free(
+    api: client.ApiClient,
+    namespace: str,
+    gpu_nodes: NodeFactory,
+    control_plane: ClusterAccess,
+) -> None:
+    core = client.CoreV1Api(api)
+    queue = unique("rdma")
+    await create_queue(api, queue)
+    label = {"kai-test/placement": unique("pool")}
+    plain, wired = unique("gpu"), unique("gpu")
+    await gpu_nodes(GpuNode(name=plain, gpus=4, gpu_memory_mib=40960, topology=label))
+    await gpu_nodes(
+        GpuNode(
+            name=wired,
+            gpus=4,
+            gpu_memory_mib=40960,
+            topology=label,
+            extended={RDMA: "1"},
+        )
+    )
+    try:
+        async with running_operator(operator_config(control_plane.kubeconfig, namespace)):
+            for index in range(2):
+                pod = gpu_pod(f"p{index}", queue, gpus=1)
+                pod.spec.node_selector = label  # only this test's nodes
+                pod.spec.containers[0].resources.requests[RDMA] = "1"
+                pod.spec.containers[0].resources.limits[RDMA] = "1"
+                await core.create_namespaced_pod(namespace, pod)
+
+            async def one_bound_one_told() -> bool:
+                placed = await bound_pods(api, namespace)
+                if len(placed) != 1:
+                    return False
+                [(_, node)] = placed.items()
+                [waiting] = {"p0", "p1"} - set(placed)
+                return node == wired and await told_unschedulable(
+                    api, namespace, waiting, f"insufficient {RDMA} (needs 1, free 0)"
+                )
+
+            await wait_for("one pod bound to the RDMA node, the other told why", one_bound_one_told)
     finally:
         await delete_queue(api, queue)

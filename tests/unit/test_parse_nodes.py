@@ -52,6 +52,24 @@ def test_allocatable_in_engine_units() -> None:
     assert parsed.allocatable == Resources.of(gpu=8, cpu=63500, memory=512 * 1024**3)
     assert parsed.max_pods == 250
     assert parsed.gpus == 8
+    assert parsed.scalars == (("ephemeral-storage", 1024**4 * 1000),)
+
+
+def test_scalar_resources_are_kept_in_thousandths_rounded_down_and_zeros_dropped() -> None:
+    parsed = parse_node(
+        node(
+            {
+                "cpu": "8",
+                "rdma/hca": "2",
+                "example.com/slice": "1500m",
+                "example.com/dust": "0.0001",
+                "hugepages-2Mi": "0",
+                "nvidia.com/gpu": "4",
+                "pods": "110",
+            }
+        )
+    )
+    assert parsed.scalars == (("example.com/slice", 1500), ("rdma/hca", 2000))
 
 
 def test_a_node_without_a_pods_count_takes_the_kubelet_default() -> None:

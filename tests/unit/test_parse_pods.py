@@ -129,6 +129,30 @@ def test_overhead_is_added_and_limits_stand_in_for_missing_requests() -> None:
     assert parsed.request.memory == GIB + 64 * MIB
 
 
+def test_scalar_requests_follow_the_same_phases_rounded_up() -> None:
+    """An RDMA device asked by the main container and by a sidecar; a classic init container
+    asking for more scratch space than the rest; hugepages at the pod's level."""
+    manifest = pod(
+        containers=[
+            {"name": "main", "resources": {"limits": {"rdma/hca": "1", "nvidia.com/gpu": "1"}}},
+        ],
+        spec={
+            "initContainers": [
+                container("fetch", **{"ephemeral-storage": "20Gi"}),
+                {**container("relay", **{"rdma/hca": "1"}), "restartPolicy": "Always"},
+            ],
+            "resources": {"requests": {"hugepages-2Mi": "4Mi"}},
+            "overhead": {"example.com/sandbox": "0.0001"},
+        },
+    )
+    assert parse_pod(manifest, "team-a/pg").scalars == (
+        ("ephemeral-storage", 20 * GIB * 1000),
+        ("example.com/sandbox", 1),
+        ("hugepages-2Mi", 4 * MIB * 1000),
+        ("rdma/hca", 2000),
+    )
+
+
 def test_a_pod_level_request_replaces_the_containers_and_the_overhead_adds_to_it() -> None:
     # workload-map's describe test: pod-level 2 cpu / 4Gi over containers asking 500m / 1Gi,
     # plus 100m / 128Mi overhead; the GPU still comes from the container (KEP-2837).

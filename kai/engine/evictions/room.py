@@ -12,6 +12,7 @@ import bisect
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Protocol
 
+from kai.engine import scalars
 from kai.engine.capacity import NodeCapacity, node_capacity
 from kai.engine.model import Node, PlacementStrategy, Pod
 
@@ -119,6 +120,8 @@ def release(cap: NodeCapacity, pod: Pod, gpu_groups: tuple[str, ...]) -> None:
     cap.memory += pod.memory_bytes
     cap.pods += 1
     cap.whole_gpus += pod.gpu.whole
+    if pod.scalars:
+        scalars.give_back(cap.scalars, pod.scalars)
     if not pod.gpu.is_fractional:
         return
     need = pod.gpu.memory_on(cap.node.gpu_memory_mib)

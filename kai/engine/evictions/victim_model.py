@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
+from kai.engine import scalars
 from kai.engine.budget import OVER_LIMIT
 from kai.engine.capacity import NodeCapacity
 from kai.engine.evictions.budget import SearchBudget
@@ -41,6 +42,7 @@ from kai.engine.evictions.topology_seats import seat_preemptor, seats_keep_topol
 from kai.engine.evictions.victim_order import PodCost, VictimOrder
 from kai.engine.model import REPRODUCIBLE_WALL_FACTOR, Placement, Pod
 from kai.engine.resources import ResourceName, Resources
+from kai.engine.scalars import Scalars
 from kai.engine.solver.lean import LeanCpModel
 from kai.engine.solver.lexicographic import Stage, Tier
 
@@ -58,10 +60,11 @@ _WALL_BACKSTOP = 3.0
 """A model's wall-clock limit, as a multiple of its budgeted seconds: the backstop for a
 machine several times slower than the deterministic count expects."""
 
-ShapeKey = tuple[int, int, int, frozenset[str]]
-"""Whole GPUs, millicores and bytes (rounded up), and the nodes the pod may use."""
-Room = tuple[int, int, int, int]
-"""Whole GPUs, millicores, bytes (rounded down) and pod slots."""
+ShapeKey = tuple[int, int, int, frozenset[str], Scalars]
+"""Whole GPUs, millicores and bytes (rounded up), the nodes the pod may use, and the
+scalar resources it asks for (`kai.engine.scalars`)."""
+Room = tuple[int, int, int, int, dict[str, int]]
+"""Whole GPUs, millicores, bytes (rounded down), pod slots and free scalar resources."""
 
 
 @dataclass(frozen=True)
@@ -207,7 +210,7 @@ class VictimModel:
         On a large cluster only the nodes cheapest to free are kept (with those the hint
         uses): the model is exact over them, and small enough to solve within a cycle.
         """
-        smallest = min(whole for whole, _, _, _ in self.shapes)
+        smallest = min(shape[0] for shape in self.shapes)
         # Where a pod could fit: nodes with victims, and nodes with its idle GPUs already
         # (on a busy cluster few, taken from the kept ranking instead of asking every node).
         idle = self.state.ranked_room().with_idle(smallest) if smallest > 0 else None
@@ -222,8 +225,8 @@ class VictimModel:
             name
             for name in sorted(possible)
             if any(
-                name in nodes and _fits_amounts(self._potential(name), whole, cpu, memory)
-                for (whole, cpu, memory, nodes) in self.shapes
+                name in nodes and _fits_amounts(self._potential(name), whole, cpu, memory, asks)
+                for (whole, cpu, memory, nodes, asks) in self.shapes
             )
         ]
         most = MODEL_NODES_PER_POD * len(self.preemptor.pods) + MODEL_NODES_EXTRA
@@ -257,7 +260,8 @@ class VictimModel:
         return best.get(missing, _NEVER)
 
     def _potential(self, name: str) -> Room:
-        """GPUs, cpu, memory and pod slots the node would have free if all its candidates left."""
+        """GPUs, cpu, memory, pod slots and scalar resources the node would have free if all
+        its candidates left."""
         found = self._potentials.get(name)
         if found is None:
             found = self._potentials[name] = self._compute_potential(name)
@@ -266,6 +270,7 @@ class VictimModel:
     def _compute_potential(self, name: str) -> Room:
         cap = self.state.future[name]
         gpus, cpu, memory, slots = cap.whole_gpus, cap.cpu, cap.memory, cap.pods
+        free = dict(cap.scalars)
         victims = self.victims_on.get(name)
         if victims:
             keys = {pod.key for pod in victims}
@@ -276,8 +281,9 @@ class VictimModel:
                 gpus += pod.gpu.whole
                 cpu += pod.cpu_millis
                 memory += pod.memory_bytes
+                scalars.give_back(free, pod.scalars)
             slots += len(victims)
-        return (gpus, cpu, memory, slots)
+        return (gpus, cpu, memory, slots, free)
 
     # -- variables -------------------------------------------------------------------------
     def _add_victims(self) -> None:
@@ -309,13 +315,14 @@ class VictimModel:
                 model.add(chosen <= room)
 
     def _add_placement(self) -> None:
-        for index, (whole, cpu, memory, nodes) in enumerate(self.shapes):
-            count = len(self.shapes[whole, cpu, memory, nodes])
+        for index, (shape, pods) in enumerate(self.shapes.items()):
+            whole, cpu, memory, nodes, asks = shape
+            count = len(pods)
             terms = []
             for name in self.nodes:
                 if name not in nodes:
                     continue
-                most = _fit_count(self._potential(name), whole, cpu, memory, count)
+                most = _fit_count(self._potential(name), whole, cpu, memory, asks, count)
                 if most <= 0:
                     continue
                 var = self.model.new_int_var(0, most, f"place[{index},{name}]")
@@ -332,7 +339,7 @@ class VictimModel:
                 if pod.key in self.evict:
                     by_shape[self.shape_of(pod)].append(pod)
         relevant = set(self.nodes)
-        for index, ((whole, cpu, memory, nodes), pods) in enumerate(by_shape.items()):
+        for index, ((whole, cpu, memory, nodes, asks), pods) in enumerate(by_shape.items()):
             self.moved_shapes.append(pods)
             terms = []
             for name in sorted(nodes):
@@ -343,7 +350,7 @@ class VictimModel:
                 cap = self.state.future[name]
                 if name not in relevant and not any(cap.has_gpus_for(pod) for pod in pods):
                     continue
-                most = _fit_count(self._potential(name), whole, cpu, memory, len(pods))
+                most = _fit_count(self._potential(name), whole, cpu, memory, asks, len(pods))
                 if most <= 0:
                     continue
                 var = self.model.new_int_var(0, most, f"move[{index},{name}]")
@@ -376,11 +383,13 @@ class VictimModel:
         model, state = self.model, self.state
         seated_on: dict[str, dict[str, Terms]] = defaultdict(lambda: defaultdict(_terms))
         for (index, node), var in self.place.items():
-            whole, cpu, memory, _ = self.shape_keys[index]
-            _add_demand(seated_on[node], var, whole, cpu, memory)
+            whole, cpu, memory, _, asks = self.shape_keys[index]
+            _add_demand(seated_on[node], var, whole, cpu, memory, asks)
         for (index, node), var in self.move.items():
             pod = self.moved_shapes[index][0]
-            _add_demand(seated_on[node], var, pod.gpu.whole, pod.cpu_millis, pod.memory_bytes)
+            _add_demand(
+                seated_on[node], var, pod.gpu.whole, pod.cpu_millis, pod.memory_bytes, pod.scalars
+            )
         for name in sorted(seated_on):
             cap = state.future[name]
             seated = seated_on[name]
@@ -391,6 +400,7 @@ class VictimModel:
                     leaving.append((leaves, pod))
             devices = self._freed_devices(name, cap)
             supply = {
+                **cap.scalars,
                 "gpu": cap.whole_gpus,
                 "cpu": cap.cpu,
                 "memory": cap.memory // _MIB,
@@ -400,7 +410,7 @@ class VictimModel:
                 most = sum(
                     c * self.most[v.index] for v, c in zip(variables, coefficients, strict=True)
                 )
-                if most <= supply[resource]:
+                if most <= supply.get(resource, 0):
                     continue  # holds however many are seated
                 for leaves, pod in leaving:
                     variables.append(leaves)
@@ -409,7 +419,8 @@ class VictimModel:
                     variables.extend(devices)
                     coefficients.extend([-1] * len(devices))
                 model.add(
-                    cp_model.LinearExpr.weighted_sum(variables, coefficients) <= supply[resource]
+                    cp_model.LinearExpr.weighted_sum(variables, coefficients)
+                    <= supply.get(resource, 0)
                 )
 
     def _freed_devices(self, name: str, cap: NodeCapacity) -> list[cp_model.IntVar]:
@@ -611,12 +622,18 @@ class _ShapeIndex:
         if nodes is None:
             eligible = self._state.inputs.eligible_for.nodes_for(pod)
             nodes = self._nodes[pod.placement] = eligible.intersection(self._state.future)
-        return (pod.gpu.whole, pod.cpu_millis, pod.memory_bytes, nodes)
+        return (pod.gpu.whole, pod.cpu_millis, pod.memory_bytes, nodes, pod.scalars)
 
 
-def _fits_amounts(potential: Room, whole: int, cpu: int, memory: int) -> bool:
-    gpus, free_cpu, free_memory, slots = potential
-    return slots >= 1 and whole <= gpus and cpu <= free_cpu and memory <= free_memory
+def _fits_amounts(potential: Room, whole: int, cpu: int, memory: int, asks: Scalars) -> bool:
+    gpus, free_cpu, free_memory, slots, free = potential
+    return (
+        slots >= 1
+        and whole <= gpus
+        and cpu <= free_cpu
+        and memory <= free_memory
+        and scalars.shortage(asks, free) is None
+    )
 
 
 def _fit_count(
@@ -624,10 +641,13 @@ def _fit_count(
     whole: int,
     cpu: int,
     memory: int,
+    asks: Scalars,
     most: int,
 ) -> int:
-    gpus, free_cpu, free_memory, slots = potential
+    gpus, free_cpu, free_memory, slots, free = potential
     count = min(most, slots)
+    for name, amount in asks:
+        count = min(count, free.get(name, 0) // amount)
     if whole:
         count = min(count, gpus // whole)
     if cpu:
@@ -651,12 +671,14 @@ def _add_demand(
     whole: int,
     cpu: int,
     memory: int,
+    asks: Scalars,
 ) -> None:
     for resource, amount in (
         ("pods", 1),
         ("gpu", whole),
         ("cpu", cpu),
         ("memory", -(-memory // _MIB)),
+        *asks,
     ):
         if amount:
             variables, coefficients = seated[resource]
@@ -672,7 +694,9 @@ def _freed_amount(pod: Pod, resource: str) -> int:
         return pod.cpu_millis
     if resource == "memory":
         return pod.memory_bytes // _MIB
-    return 1
+    if resource == "pods":
+        return 1
+    return dict(pod.scalars).get(resource, 0)  # a scalar resource, by its name
 
 
 def _latest(literals: Sequence[tuple[int, cp_model.IntVar]]) -> Derivation:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from kai.engine import scalars
 from kai.engine.budget import QueueBudget
 from kai.engine.capacity import NodeCapacity
 from kai.engine.eligibility import EligibilityIndex
@@ -21,6 +22,7 @@ from kai.engine.greedy import AllocationOutcome, index_after
 from kai.engine.job_order import gang_order_key
 from kai.engine.model import REPRODUCIBLE_WALL_FACTOR, EngineConfig, Queue
 from kai.engine.resources import exact_sum
+from kai.engine.scalars import Scalars
 from kai.engine.solver.cap_refusals import refused_only_by_caps
 from kai.engine.solver.decode import decode
 from kai.engine.solver.isolated import solve_in_child
@@ -88,6 +90,7 @@ def optimize(
         found = rules_of[g.key]
         if isinstance(found, GroupRules):
             held.append((g, found))
+    holding = _Holding(capacity)
     eligibility_sets: list[frozenset[str]] = []
     set_index: dict[frozenset[str], int] = {}
     shapes: list[Shape] = []
@@ -97,6 +100,8 @@ def optimize(
         rules = rules_of[gang.key]
         for pod in (*gang.core, *gang.elastic):
             names = eligible_for.nodes_for(pod)
+            if pod.scalars:
+                names = holding(names, pod.scalars)
             member = ""
             if isinstance(rules, GroupRules):
                 member = member_of(gang, pod)
@@ -193,6 +198,26 @@ def optimize(
     outcome.admitted.extend(repaired.admitted)
     outcome.refusals.update(repaired.refusals)
     return Optimized(outcome, answer.status, bound)
+
+
+class _Holding:
+    """The nodes of a set whose allocatable holds a pod's scalar resources at all: a node
+    without an RDMA device never takes a pod that asks for one, so the model's node classes
+    keep the two kinds of node apart (whether one is free is the decoder's check)."""
+
+    def __init__(self, capacity: Mapping[str, NodeCapacity]) -> None:
+        self._capacity = capacity
+        self._known: dict[tuple[frozenset[str], Scalars], frozenset[str]] = {}
+
+    def __call__(self, names: frozenset[str], asks: Scalars) -> frozenset[str]:
+        found = self._known.get((names, asks))
+        if found is None:
+            found = self._known[names, asks] = frozenset(
+                name
+                for name in names
+                if scalars.shortage(asks, dict(self._capacity[name].node.scalars)) is None
+            )
+        return found
 
 
 def gpu_upper_bound(

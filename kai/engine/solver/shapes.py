@@ -16,6 +16,7 @@ from fractions import Fraction
 
 from kai.engine.capacity import NodeCapacity
 from kai.engine.model import GpuRequest, Pod
+from kai.engine.scalars import Scalars
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +30,10 @@ class Shape:
     member: str = ""
     """For a topology-constrained gang, the gang and the pod's sub-group: its pods are kept
     apart from everyone else's, so the model can hold them to one domain."""
+    scalars: Scalars = ()
+    """The scalar resources the pod asks for (`kai.engine.scalars`). The model counts them
+    nowhere; the decoder checks each node's, as it does CPU and memory. Kept in the shape so
+    that a pod that asks for none is never dealt a seat meant for one that does."""
 
     @property
     def fractional(self) -> bool:
@@ -74,6 +79,7 @@ def shape_of(pod: Pod, eligibility: int, member: str = "") -> Shape:
         pod.gpu.memory_mib,
         eligibility,
         member,
+        pod.scalars,
     )
 
 

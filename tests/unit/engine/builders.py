@@ -21,6 +21,7 @@ from kai.engine.model import (
     Taint,
 )
 from kai.engine.resources import Resources
+from kai.engine.scalars import MILLI, Scalars
 from kai.engine.snapshot_changes import changes_between
 
 GI = 2**30
@@ -40,7 +41,9 @@ def node(
     taints: tuple[Taint, ...] = (),
     ready: bool = True,
     unschedulable: bool = False,
+    scalars: dict[str, int] | None = None,
 ) -> Node:
+    """`scalars`: allocatable scalar resources in whole units (an RDMA device: 1)."""
     return Node(
         name,
         tuple(sorted((labels or {}).items())),
@@ -50,6 +53,7 @@ def node(
         unschedulable=unschedulable,
         ready=ready,
         taints=taints,
+        scalars=in_thousandths(scalars),
     )
 
 
@@ -69,7 +73,9 @@ def pod(
     namespace: str = "ns",
     ours: bool = True,
     phase: PodPhase | None = None,
+    scalars: dict[str, int] | None = None,
 ) -> Pod:
+    """`scalars`: requests of scalar resources in whole units."""
     return Pod(
         namespace,
         name,
@@ -84,7 +90,12 @@ def pod(
         created=NOW,
         gpu_groups=gpu_groups,
         scheduler_is_ours=ours,
+        scalars=in_thousandths(scalars),
     )
+
+
+def in_thousandths(units: dict[str, int] | None) -> Scalars:
+    return tuple(sorted((name, amount * MILLI) for name, amount in (units or {}).items()))
 
 
 def group(
