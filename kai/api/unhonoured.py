@@ -5,9 +5,6 @@
 - DRA resource claims (`spec.resourceClaims`): the scheduler that binds the pod must
   allocate its claims; kai does not, and a pod bound with its claims unallocated never
   starts.
-- MIG slices (`nvidia.com/mig-*`, the GPU operator's mixed strategy): KAI places them;
-  kai counts no such resource on a node, and a pod bound where its slice is not free
-  fails at the kubelet's admission.
 
 Placing such a pod would break what its author required; the engine leaves the pod's
 gang pending instead and says why (`kai.engine.unhonoured`, which words it), and the
@@ -18,30 +15,12 @@ from __future__ import annotations
 
 from kai.api import corev1
 from kai.api.pod_affinity import namespace_selector_field
-from kai.api.requests import containers
 
 RESOURCE_CLAIMS = "spec.resourceClaims"
-MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 
 
 def unhonoured_field(spec: corev1.PodSpec) -> str | None:
     """The path of the first requirement of the pod that kai cannot honour, or None."""
     if spec.resource_claims:
         return RESOURCE_CLAIMS
-    mig = _mig_request(spec)
-    if mig is not None:
-        return mig
     return namespace_selector_field(spec.affinity)
-
-
-def _mig_request(spec: corev1.PodSpec) -> str | None:
-    """The path of the first MIG slice a container asks for (a limit alone asks too)."""
-    for path, container in containers(spec):
-        for part, amounts in (
-            ("requests", container.resources.requests),
-            ("limits", container.resources.limits),
-        ):
-            for name, amount in amounts.items():
-                if name.startswith(MIG_RESOURCE_PREFIX) and amount > 0:
-                    return f"{path}.resources.{part}.{name}"
-    return None

@@ -1,4 +1,5 @@
-"""Which nodes a pod may use: node readiness, cordons, taints, nodeSelector and required node affinity.
+"""Which nodes a pod may use: node readiness, cordons, taints, nodeSelector, required node
+affinity, and the kind of GPU ask a MIG-enabled node takes (`kai.engine.mig`).
 
 These are the predicates KAI borrows from kube-scheduler's filter plugins. They
 depend only on the node and the pod's `Placement`, so the engine evaluates them once
@@ -10,6 +11,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable, Mapping
 
+from kai.engine import mig
 from kai.engine.model import Node, Placement, Pod, Requirement, Taint, Toleration
 from kai.engine.numbering import Numbering
 
@@ -22,8 +24,11 @@ def node_accepts(node: Node, placement: Placement) -> bool:
 
 
 def _accepts_state(node: Node, placement: Placement) -> bool:
-    """Readiness, cordon and taints: all a placement that selects no labels depends on."""
+    """Readiness, cordon, taints and MIG mode: all a placement that selects no labels
+    depends on."""
     if node.unschedulable or not node.ready:
+        return False
+    if mig.refusal(node.mig, placement.gpu_kind) is not None:
         return False
     return all(
         _tolerated(taint, placement.tolerations)
@@ -49,8 +54,9 @@ def _selects(placement: Placement) -> bool:
     return bool(placement.node_selector or placement.affinity_terms)
 
 
-_NodeState = tuple[tuple[Taint, ...], bool, bool]
-"""What a placement that selects no labels reads of a node: taints, readiness, cordon."""
+_NodeState = tuple[tuple[Taint, ...], bool, bool, str | None]
+"""What a placement that selects no labels reads of a node: taints, readiness, cordon,
+MIG mode."""
 
 
 class Rejections:
@@ -104,7 +110,7 @@ class Rejections:
         return rejected
 
     def _by_state_of(self, node: Node, numbered: int) -> frozenset[int]:
-        key = (node.taints, node.ready, node.unschedulable)
+        key = (node.taints, node.ready, node.unschedulable, node.mig)
         start, rejected = self._by_state.get(key, (0, frozenset()))
         if start < numbered:
             rejected = rejected | {
@@ -131,7 +137,7 @@ def rejection_reason(node: Node, placement: Placement) -> str | None:
     for taint in node.taints:
         if taint.effect in _HARD_EFFECTS and not _tolerated(taint, placement.tolerations):
             return f"taint {taint.key}={taint.value or ''}:{taint.effect} is not tolerated"
-    return None
+    return mig.refusal(node.mig, placement.gpu_kind)
 
 
 def _requirement_holds(req: Requirement, labels: dict[str, str], node_name: str) -> bool:

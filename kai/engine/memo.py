@@ -350,7 +350,8 @@ class SnapshotMemo:
         if not pod.scheduler_is_ours:
             other = None
             if node is not None:
-                other = Resources(Fraction(pod.gpu.whole), pod.request.cpu, pod.request.memory)
+                gpus = Fraction(pod.gpu.whole + pod.gpu.mig)
+                other = Resources(gpus, pod.request.cpu, pod.request.memory)
                 self._others.setdefault(node, ResourceSum()).add(other)
             self._entries[pod_id] = _Entry((), _NOTHING, other)
             return

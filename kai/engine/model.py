@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from fractions import Fraction
 
+from kai.engine import mig
 from kai.engine.resources import Resources
 from kai.engine.scalars import Scalars
 from kai.engine.snapshot_changes import SnapshotChanges
@@ -61,6 +62,9 @@ class GpuRequest:
     portion: Fraction = Fraction(0)
     memory_mib: int = 0
     devices: int = 1
+    mig: int = 0
+    """GPUs the pod's MIG slices count as against quotas (`kai.engine.mig`); the slices
+    themselves are scalar resources (`Pod.scalars`)."""
     # MiB per device size, memoised: placement asks this for every candidate node.
     _mib: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
     # GPUs counted per device size, memoised: queue accounting asks it of every pod, and
@@ -85,8 +89,8 @@ class GpuRequest:
         """Devices counted against quotas when placed on such a node (fractions count as portions)."""
         gpus = self._gpus.get(device_memory_mib)
         if gpus is None:
-            if self.whole:
-                gpus = Fraction(self.whole)
+            if self.whole or self.mig:
+                gpus = Fraction(self.whole + self.mig)
             elif self.memory_mib:
                 gpus = Fraction(self.memory_mib, device_memory_mib) * self.devices
             else:
@@ -137,11 +141,14 @@ class PodAffinityTerm:
 
 @dataclass(frozen=True, slots=True)
 class Placement:
-    """Where a pod may go: nodeSelector, required node affinity (OR of ANDed terms), tolerations."""
+    """Where a pod may go: nodeSelector, required node affinity (OR of ANDed terms),
+    tolerations, and the kind of its GPU ask, which MIG-enabled nodes read (`kai.engine.mig`;
+    `Pod` sets it from its own ask)."""
 
     node_selector: tuple[tuple[str, str], ...] = ()
     affinity_terms: tuple[tuple[Requirement, ...], ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    gpu_kind: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,8 +187,12 @@ class Pod:
         object.__setattr__(self, "memory_bytes", math.ceil(self.request.memory))
         whole = None
         if not self.gpu.is_fractional:
-            whole = Resources(Fraction(self.gpu.whole), self.request.cpu, self.request.memory)
+            gpus = Fraction(self.gpu.whole + self.gpu.mig)
+            whole = Resources(gpus, self.request.cpu, self.request.memory)
         object.__setattr__(self, "whole_request", whole)
+        kind = _gpu_kind(self.gpu, self.scalars)
+        if self.placement.gpu_kind != kind:  # where it may go follows from what it asks
+            object.__setattr__(self, "placement", replace(self.placement, gpu_kind=kind))
 
     def frees_room(self, now: datetime, stuck_after_seconds: float) -> bool:
         """Whether the pod is being deleted and its room can be counted on: KAI's Releasing."""
@@ -198,6 +209,15 @@ class Pod:
         )
 
 
+def _gpu_kind(gpu: GpuRequest, scalars: Scalars) -> str:
+    """The kind of GPU ask MIG-enabled nodes tell apart (KAI's request types)."""
+    if mig.asks_for_slices(scalars):
+        return mig.SLICES
+    if gpu.is_fractional:
+        return mig.SHARED
+    return mig.WHOLE if gpu.whole else ""
+
+
 @dataclass(frozen=True, slots=True)
 class Node:
     name: str
@@ -209,6 +229,8 @@ class Node:
     ready: bool = True
     taints: tuple[Taint, ...] = ()
     scalars: Scalars = ()  # allocatable extended resources, hugepages, ephemeral storage
+    mig: str | None = None  # None: not MIG-enabled; else its MIG strategy (`kai.engine.mig`)
+    mig_gpus: int = 0  # GPUs its MIG slices count as in the cluster's total, as KAI counts
     gpus: int = field(init=False, repr=False, compare=False)
     """Whole devices, derived once: placement and fragmentation ask it per node per pod."""
 

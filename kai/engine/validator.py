@@ -37,7 +37,7 @@ from kai.engine.model import (
 )
 from kai.engine.object_index import ObjectIndex
 from kai.engine.resources import ResourceName, Resources
-from kai.engine.validator_nodes import may_run_on
+from kai.engine.validator_nodes import may_run_on, mig_mode_refuses
 from kai.engine.validator_pod_affinity import pod_affinity_problems
 from kai.engine.validator_shares import (
     Entitlement,
@@ -84,7 +84,7 @@ def validate(
             continue
         if pod.phase is not PodPhase.PENDING:
             problems.append(f"pod {pod.key} is not pending ({pod.phase.value})")
-        if not may_run_on(node, pod.placement):
+        if not may_run_on(node, pod.placement) or mig_mode_refuses(node, pod):
             problems.append(f"pod {pod.key} may not run on node {node.name}")
         if pod.unhonoured is not None:
             problems.append(f"pod {pod.key} is bound with {pod.unhonoured}, which kai cannot keep")
@@ -272,7 +272,7 @@ def _check_queues(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) ->
 
     def usage(pod: Pod, node_name: str) -> tuple[Fraction | int, Fraction, Fraction]:
         memory_mib = nodes[node_name].gpu_memory_mib
-        gpus = pod.gpu.gpus_on(memory_mib) if pod.gpu.is_fractional else pod.gpu.whole
+        gpus = pod.gpu.gpus_on(memory_mib) if pod.gpu.is_fractional else pod.gpu.whole + pod.gpu.mig
         return gpus, pod.request.cpu, pod.request.memory
 
     chains: dict[str, tuple[list[str], list[str]]] = {}
@@ -814,7 +814,11 @@ class EvictionAudit:
 
     def _amount(self, pod: Pod, node: str | None) -> Amount:
         memory = self._node_memory.get(node or "", self._pending_memory)
-        gpus = pod.gpu.gpus_on(memory) if pod.gpu.is_fractional else Fraction(pod.gpu.whole)
+        gpus = (
+            pod.gpu.gpus_on(memory)
+            if pod.gpu.is_fractional
+            else Fraction(pod.gpu.whole + pod.gpu.mig)
+        )
         return (gpus, pod.request.cpu, pod.request.memory)
 
     def _count(self, group_key: str, amount: Amount, sign: int) -> None:

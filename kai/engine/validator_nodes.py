@@ -2,14 +2,14 @@
 
 A second implementation, by design, of what `kai.engine.eligibility` decides for the
 engine (readiness, cordons, nodeSelector, required node affinity, NoSchedule and
-NoExecute taints). It is written from the Kubernetes rules, not from the engine's
+NoExecute taints, and the GPU asks a MIG-enabled node takes). It is written from the Kubernetes rules, not from the engine's
 code, so that a bug in the engine's filter cannot vouch for itself; a differential
 test keeps the two in agreement.
 """
 
 from __future__ import annotations
 
-from kai.engine.model import Node, Placement, Requirement, Taint, Toleration
+from kai.engine.model import Node, Placement, Pod, Requirement, Taint, Toleration
 
 _BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 _NODE_NAME_FIELD = "metadata.name"  # matchFields: the only field kube-scheduler supports
@@ -84,4 +84,21 @@ def _some_toleration_covers(tolerations: tuple[Toleration, ...], taint: Taint) -
             return True
         if (toleration.value or "") == (taint.value or ""):
             return True
+    return False
+
+
+def mig_mode_refuses(node: Node, pod: Pod) -> bool:
+    """KAI's PredicateByNodeResourcesType, from the pod's own requests: a MIG slice only on
+    a MIG-enabled node; there, with strategy "mixed" only slices, with "single" only whole
+    devices; a pod without a GPU anywhere."""
+    slices = any(name.startswith("nvidia.com/mig-") for name, _ in pod.scalars)
+    shares = bool(pod.gpu.portion) or bool(pod.gpu.memory_mib)
+    if not (slices or shares or pod.gpu.whole):
+        return False
+    if node.mig is None:
+        return slices
+    if node.mig == "mixed":
+        return not slices
+    if node.mig == "single":
+        return slices or shares
     return False

@@ -55,9 +55,10 @@ def resource_amount(name: ResourceName, value: Resources | None) -> str:
 
 
 def gpu_ask(gpu: GpuRequest) -> str:
-    """What a pod asks of GPUs: `2`, `0.5`, `20000MiB`, `0.5 x2` (a share of two devices)."""
-    if gpu.whole:
-        return str(gpu.whole)
+    """What a pod asks of GPUs: `2`, `0.5`, `20000MiB`, `0.5 x2` (a share of two devices);
+    MIG slices as the GPUs they count as."""
+    if gpu.whole or gpu.mig:
+        return str(gpu.whole + gpu.mig)
     if gpu.portion:
         each = decimal(gpu.portion)
     elif gpu.memory_mib:

@@ -5,6 +5,8 @@
   goes to the other one.
 - A scalar resource decides the node: of two pods that ask for an RDMA device, the first
   goes to the one node that has one, the second waits, told why.
+- A MIG slice goes to a node that offers it (the GPU operator's mixed strategy), and a pod
+  of whole GPUs does not, told why.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from kai.testing.controlplane import ClusterAccess
 from kai.testing.fakes import GpuNode, NodeFactory
 
 RDMA = "rdma/hca"
+SLICE = "nvidia.com/mig-1g.10gb"
 
 
 @pytest.mark.parametrize(("placement", "nodes_used"), [("binpack", 1), ("spread", 2)])
@@ -105,5 +108,47 @@ async def test_a_pod_that_asks_for_an_rdma_device_goes_where_one_is_free(
                 )
 
             await wait_for("one pod bound to the RDMA node, the other told why", one_bound_one_told)
+    finally:
+        await delete_queue(api, queue)
+
+
+async def test_a_mig_slice_goes_to_the_mig_node_and_a_whole_gpu_does_not(
+    api: client.ApiClient,
+    namespace: str,
+    gpu_nodes: NodeFactory,
+    control_plane: ClusterAccess,
+) -> None:
+    core = client.CoreV1Api(api)
+    queue = unique("mig")
+    await create_queue(api, queue)
+    label = {"kai-test/placement": unique("pool")}
+    name = unique("mig")
+    mixed = {"nvidia.com/mig.strategy": "mixed", "node-role.kubernetes.io/mig-enabled": "true"}
+    await gpu_nodes(
+        GpuNode(
+            name=name,
+            gpus=0,
+            gpu_memory_mib=40960,
+            topology={**label, **mixed},
+            extended={SLICE: "2"},
+        )
+    )
+    try:
+        async with running_operator(operator_config(control_plane.kubeconfig, namespace)):
+            sliced = gpu_pod("sliced", queue)
+            sliced.spec.containers[0].resources.requests[SLICE] = "1"
+            sliced.spec.containers[0].resources.limits = {SLICE: "1"}
+            whole = gpu_pod("whole", queue, gpus=1)
+            for pod in (sliced, whole):
+                pod.spec.node_selector = label  # only this test's node
+                await core.create_namespaced_pod(namespace, pod)
+
+            async def sliced_bound_whole_told() -> bool:
+                placed = await bound_pods(api, namespace)
+                return placed == {"sliced": name} and await told_unschedulable(
+                    api, namespace, "whole", "MIG strategy mixed: only pods of MIG slices run here"
+                )
+
+            await wait_for("the slice bound, the whole GPU told why not", sliced_bound_whole_told)
     finally:
         await delete_queue(api, queue)

@@ -41,6 +41,12 @@ from tests.kai_port.goeval import (
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 NAMESPACE = "default"
+MIG_STRATEGIES = {
+    "MigStrategyMixed": "mixed",
+    "MigStrategySingle": "single",
+    "MigStrategyNone": "none",
+}
+"""KAI's `node_info.MigStrategy*` constants, as the node label spells them."""
 ACTION_DIRS = ("allocate", "reclaim", "preempt", "consolidation", "stalegangeviction")
 ACTIONS = set(ACTION_DIRS)
 ALLOCATED = {"Running", "Bound", "Allocated", "Binding"}  # KAI's AllocatedStatus
@@ -251,14 +257,12 @@ def check_supported(topo: GoStruct) -> None:
         if get(topo, key):
             raise NotSupportedError("DRA")
     for name, node in get(topo, "Nodes", {}).items():
-        if get(node, "MigStrategy") or get(node, "MigInstances"):
-            raise NotSupportedError(f"MIG (node {name})")
         if get(node, "NumaTopology"):
             raise NotSupportedError(f"NUMA (node {name})")
     for job in get(topo, "Jobs", []):
         for task in get(job, "Tasks", []):
-            if get(task, "RequiredMigInstances") or get(task, "IsLegacyMigTask"):
-                raise NotSupportedError("MIG")
+            if get(task, "IsLegacyMigTask"):
+                raise NotSupportedError("legacy MIG (a pod whose slices are in annotations)")
             if get(task, "ResourceClaimNames") or get(task, "ResourceClaimTemplates"):
                 raise NotSupportedError("DRA")
             if get(task, "PersistentVolumeClaimNames"):
@@ -306,17 +310,23 @@ def convert_case(topo: GoStruct, meta: GoStruct | None, driver: Driver) -> dict[
     # Nodes
     for name, node in sorted(get(topo, "Nodes", {}).items()):
         gpus = int(get(node, "GPUs", 0))
+        strategy = get(node, "MigStrategy")
+        strategy = strategy.short if isinstance(strategy, Symbol) else str(strategy or "")
         labels = {
             "nvidia.com/gpu.count": str(gpus),
             "nvidia.com/gpu.memory": str(int(get(node, "GPUMemory", 0)) or 100),
             "kai.scheduler/type": name,
         }
+        if strategy:  # as KAI's fake labels it; a mixed node offers its GPUs as slices alone
+            labels["node-role.kubernetes.io/mig-enabled"] = "true"
+            labels["nvidia.com/mig.strategy"] = MIG_STRATEGIES.get(strategy, strategy)
         labels.update({str(k): str(v) for k, v in get(node, "Labels", {}).items()})
         allocatable = {
             "cpu": number(get(node, "CPUMillis", 0)) if get(node, "CPUMillis", 0) else "20000",
             "memory": number(get(node, "CPUMemory", 0)) if get(node, "CPUMemory", 0) else "20G",
-            "nvidia.com/gpu": str(gpus),
+            "nvidia.com/gpu": "0" if strategy == "MigStrategyMixed" else str(gpus),
             "pods": str(get(node, "MaxTaskNum", 110)),
+            **{str(k): str(int(v)) for k, v in get(node, "MigInstances", {}).items()},
         }
         objects.append(
             {
@@ -648,6 +658,8 @@ def _pod(
             whole = int(get(task, "RequiredGPUs"))
         if whole and not memory_mib:
             requests["nvidia.com/gpu"] = str(whole)
+        for profile, count in get(task, "RequiredMigInstances", {}).items():
+            requests[str(profile)] = str(int(count))
         if fraction:
             annotations["gpu-fraction"] = number(gpus)
         if memory_mib:
@@ -686,8 +698,9 @@ def _pod(
     if status == "StuckInReleasing":  # a running pod deleted past KAI's 2-minute threshold
         metadata["deletionTimestamp"] = stamp(NOW - timedelta(minutes=5))
     container: dict[str, Any] = {"name": "main", "resources": {"requests": requests}}
-    if "nvidia.com/gpu" in requests:
-        container["resources"]["limits"] = {"nvidia.com/gpu": requests["nvidia.com/gpu"]}
+    limited = {k: v for k, v in requests.items() if k.startswith("nvidia.com/")}
+    if limited:  # extended resources: the API server wants the limit, equal to the request
+        container["resources"]["limits"] = limited
     pod_spec: dict[str, Any] = {"schedulerName": "kai-scheduler", "containers": [container]}
     if node:
         pod_spec["nodeName"] = node

@@ -42,8 +42,11 @@ def node(
     ready: bool = True,
     unschedulable: bool = False,
     scalars: dict[str, int] | None = None,
+    mig: str | None = None,
 ) -> Node:
-    """`scalars`: allocatable scalar resources in whole units (an RDMA device: 1)."""
+    """`scalars`: allocatable scalar resources in whole units (an RDMA device: 1). `mig`:
+    the node's MIG strategy (None: not MIG-enabled); its MIG slices among `scalars` count
+    their compute slices as GPUs of the cluster (`mig-3g.40gb`: 3)."""
     return Node(
         name,
         tuple(sorted((labels or {}).items())),
@@ -54,6 +57,8 @@ def node(
         ready=ready,
         taints=taints,
         scalars=in_thousandths(scalars),
+        mig=mig,
+        mig_gpus=_compute_slices(scalars),
     )
 
 
@@ -75,7 +80,8 @@ def pod(
     phase: PodPhase | None = None,
     scalars: dict[str, int] | None = None,
 ) -> Pod:
-    """`scalars`: requests of scalar resources in whole units."""
+    """`scalars`: requests of scalar resources in whole units; MIG slices among them count
+    their compute slices against quotas."""
     return Pod(
         namespace,
         name,
@@ -85,7 +91,7 @@ def pod(
         phase or (PodPhase.BOUND if node_name else PodPhase.PENDING),
         node_name,
         Resources.of(0, cpu, memory),
-        GpuRequest(gpus, portion, memory_mib, devices),
+        GpuRequest(gpus, portion, memory_mib, devices, _compute_slices(scalars)),
         placement,
         created=NOW,
         gpu_groups=gpu_groups,
@@ -147,3 +153,12 @@ def told(before: Snapshot, after: Snapshot) -> Snapshot:
     """`after` with the exact account of what changed since `before`, as an adapter that
     builds snapshots tells it (`kai.engine.snapshot_changes`)."""
     return dataclasses.replace(after, changes=changes_between(before, after))
+
+
+def _compute_slices(units: dict[str, int] | None) -> int:
+    """GPUs MIG slices count as (`nvidia.com/mig-3g.40gb`: 3 each)."""
+    return sum(
+        int(name.removeprefix("nvidia.com/mig-").split("g.")[0]) * count
+        for name, count in (units or {}).items()
+        if name.startswith("nvidia.com/mig-")
+    )

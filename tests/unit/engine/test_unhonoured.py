@@ -1,8 +1,8 @@
 """A pod with a requirement kai cannot honour yet waits, told why; kai never places it by guess.
 
-kai bound a pod with DRA claims it never allocated (the pod never started), a pod asking
-for a MIG slice where none may be free, and read an inter-pod term that selects
-namespaces by their labels, which kai does not read, as no term. Now the parser records
+kai bound a pod with DRA claims it never allocated (the pod never started), and read an
+inter-pod term that selects namespaces by their labels, which kai does not read, as no
+term. (MIG slices waited too until kai placed them: `test_mig.py`.) Now the parser records
 the field (`kai.api.unhonoured`), the cycle leaves the gang pending with
 `UnhonouredConstraint` (`kai.engine.unhonoured`), consolidation does not move a running
 pod that has one, the validator refuses an answer that places one, and the admission
@@ -77,35 +77,6 @@ def test_dra_resource_claims_are_recorded_and_warned_of() -> None:
     assert parse_pod(manifest, "default/pg").unhonoured == "spec.resourceClaims"
     [warning] = pod_admission_warnings(manifest)
     assert warning.startswith("spec.resourceClaims: kai does not allocate DRA resource claims")
-
-
-@pytest.mark.parametrize(
-    ("container", "field"),
-    [
-        ({"resources": {"limits": {"nvidia.com/mig-1g.5gb": "1"}}}, "limits.nvidia.com/mig-1g.5gb"),
-        (
-            {"resources": {"requests": {"nvidia.com/mig-3g.20gb": "2"}}},
-            "requests.nvidia.com/mig-3g.20gb",
-        ),
-        ({"resources": {"requests": {"nvidia.com/mig-1g.5gb": "0"}}}, None),
-        (
-            {"resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}},
-            None,
-        ),
-    ],
-)
-def test_a_mig_slice_is_recorded_and_warned_of(
-    container: dict[str, Any], field: str | None
-) -> None:
-    """The GPU operator's mixed strategy offers MIG slices as resources kai counts on no
-    node: a pod bound where its slice is not free fails at the kubelet."""
-    manifest = _manifest(None)
-    manifest["spec"]["initContainers"] = [{"name": "init", **container}]
-    expected = f"spec.initContainers[0].resources.{field}" if field else None
-    assert parse_pod(manifest, "default/pg").unhonoured == expected
-    warnings = pod_admission_warnings(manifest)
-    assert [w.split(": ")[0] for w in warnings] == ([expected] if expected else [])
-    assert all("kai does not place MIG slices yet" in w for w in warnings)
 
 
 def test_an_unreadable_affinity_gets_no_warning_the_api_server_refuses_it() -> None:

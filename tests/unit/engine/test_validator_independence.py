@@ -12,6 +12,7 @@ import dataclasses
 from datetime import timedelta
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -40,7 +41,7 @@ from kai.engine.model import (
 from kai.engine.pod_affinity import selects
 from kai.engine.resources import Resources
 from kai.engine.validator import EvictionAudit
-from kai.engine.validator_nodes import may_run_on
+from kai.engine.validator_nodes import may_run_on, mig_mode_refuses
 from kai.engine.validator_pod_affinity import selected_by
 from kai.engine.validator_shares import entitlements, exact_sum, pending_device_memory
 from tests.unit.engine.builders import GI, NOW, group, node, pod, snapshot
@@ -197,6 +198,33 @@ def test_the_validators_node_predicates_agree_with_the_engines(n: Node, p: Place
     assert may_run_on(n, p) == node_accepts(n, p)
 
 
+SLICE = "nvidia.com/mig-1g.10gb"
+BIG_SLICE = "nvidia.com/mig-3g.40gb"
+gpu_asks = st.sampled_from(
+    [
+        {},
+        {"gpus": 1},
+        {"portion": Fraction(1, 2)},
+        {"memory_mib": 5000},
+        {"scalars": {SLICE: 1}},
+        {"scalars": {BIG_SLICE: 2}},
+        {"scalars": {"rdma/hca": 1}},
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([None, "", "none", "mixed", "single"]), gpu_asks)
+def test_the_validators_mig_rule_agrees_with_the_engines(
+    mig: str | None, ask: dict[str, Any]
+) -> None:
+    """KAI's PredicateByNodeResourcesType: the engine reads it from the kind of GPU ask its
+    placement carries, the validator from the pod's own requests."""
+    n = node("n0", mig=mig)
+    p = pod("p", "g", **ask)
+    assert (not node_accepts(n, p.placement)) == mig_mode_refuses(n, p)
+
+
 EDGES = [
     # (node labels, taints, placement, may run)
     ({"gpu": "3"}, (), Placement(affinity_terms=((Requirement("gpu", "Gt", ("3",)),),)), False),
@@ -294,6 +322,7 @@ def clusters(draw: st.DrawFn) -> Snapshot:
             cpu=draw(st.sampled_from([4000, 16000])),
             gpu_memory_mib=draw(st.sampled_from([20_000, 40_000])),
             ready=draw(st.booleans()) or i == 0,
+            scalars=draw(st.sampled_from([None, None, {SLICE: 7}, {SLICE: 2, BIG_SLICE: 1}])),
         )
         for i in range(draw(st.integers(1, 3)))
     ]
@@ -304,7 +333,7 @@ def clusters(draw: st.DrawFn) -> Snapshot:
         groups.append(group(f"g{g}", target, preemptible=draw(st.booleans())))
         for i in range(draw(st.integers(1, 4))):
             where = draw(st.sampled_from([None, *(n.name for n in cluster_nodes)]))
-            kind = draw(st.sampled_from(["whole", "portion", "memory"]))
+            kind = draw(st.sampled_from(["whole", "portion", "memory", "mig"]))
             pods.append(
                 pod(
                     f"g{g}-{i}",
@@ -315,6 +344,9 @@ def clusters(draw: st.DrawFn) -> Snapshot:
                     cpu=draw(st.sampled_from([500, 1000, 3000])),
                     memory=GI,
                     node_name=where,
+                    scalars={draw(st.sampled_from([SLICE, BIG_SLICE])): draw(st.integers(1, 2))}
+                    if kind == "mig"
+                    else None,
                     ours=draw(st.sampled_from([True] * 7 + [False])) or where is None,
                     phase=draw(
                         st.sampled_from([None, None, PodPhase.RELEASING, PodPhase.SUCCEEDED])
