@@ -16,8 +16,8 @@ from typing import Any
 from kai.api import corev1
 from kai.api.constants import GPU_MEMORY_NODE_LABEL, MAX_GPUS_PER_NODE, NVIDIA_GPU_RESOURCE
 from kai.api.errors import ManifestError, ObjectRef, object_ref, raise_all, validated
-from kai.api.mig import mig_gpus, mig_mode
-from kai.api.scalars import allocatable_scalars
+from kai.api.mig import mig_mode
+from kai.api.scalars import allocatable_scalars, counted_gpus
 from kai.engine.model import Node, Taint
 from kai.engine.resources import Resources
 
@@ -52,7 +52,7 @@ def parse_node(manifest: Mapping[str, Any]) -> Node:
         taints=tuple(Taint(t.key, t.value or None, t.effect) for t in wire.spec.taints),
         scalars=allocatable_scalars(wire.status.allocatable),
         mig=mig_mode(wire.metadata.labels, wire.status.allocatable),
-        mig_gpus=mig_gpus(wire.status.allocatable),
+        scalar_gpus=counted_gpus(wire.status.allocatable),
     )
 
 

@@ -26,12 +26,11 @@ from kai.api.constants import (
 from kai.api.errors import ManifestError, ObjectRef, object_ref, raise_all, validated
 from kai.api.fields import ObjectMeta, integer_or_none
 from kai.api.gpu_sharing import pod_gpu_request
-from kai.api.mig import mig_gpus
 from kai.api.placement import pod_placement
 from kai.api.pod_affinity import pod_terms
 from kai.api.projection import field_keys, read_part
 from kai.api.requests import container_errors, effective_requests
-from kai.api.scalars import asked_scalars
+from kai.api.scalars import asked_scalars, counted_gpus
 from kai.api.unhonoured import unhonoured_field
 from kai.engine.model import Pod, PodPhase
 from kai.engine.resources import Resources
@@ -51,9 +50,9 @@ def parse_pod(manifest: Mapping[str, Any], pod_group_key: str) -> Pod:
     requests = effective_requests(spec)
     whole_gpus = requests.get(NVIDIA_GPU_RESOURCE, Fraction(0))
     gpu = pod_gpu_request(ref, metadata.annotations, spec, math.floor(whole_gpus), errors)
-    slices = mig_gpus(requests)
-    if slices:
-        gpu = dataclasses.replace(gpu, mig=slices)
+    counted = counted_gpus(requests)
+    if counted:
+        gpu = dataclasses.replace(gpu, scalar_gpus=counted)
     placement = pod_placement(ref, spec, errors)
     phase = _phase(ref, wire, errors)
     task_priority = _task_priority(ref, metadata.labels, errors)

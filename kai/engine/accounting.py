@@ -31,7 +31,7 @@ def divisible_total(snapshot: Snapshot) -> Resources:
     total = total_allocatable(snapshot.nodes)
     for pod in snapshot.pods:
         if not pod.scheduler_is_ours and pod.phase.occupies_node and pod.node in ready:
-            gpus = Fraction(pod.gpu.whole + pod.gpu.mig)
+            gpus = Fraction(pod.gpu.whole + pod.gpu.scalar_gpus)
             total = total - Resources(gpus, pod.request.cpu, pod.request.memory)
     return total
 

@@ -226,6 +226,6 @@ def total_allocatable(nodes: Iterable[Node]) -> Resources:
     for node in nodes:
         if node.ready:
             total.add(node.allocatable)
-            if node.mig_gpus:  # MIG slices count their compute slices, as KAI counts them
-                total.add(Resources.of(gpu=node.mig_gpus))
+            if node.scalar_gpus:  # MIG slices count their compute slices, as KAI counts them
+                total.add(Resources.of(gpu=node.scalar_gpus))
     return total.total()

@@ -350,7 +350,7 @@ class SnapshotMemo:
         if not pod.scheduler_is_ours:
             other = None
             if node is not None:
-                gpus = Fraction(pod.gpu.whole + pod.gpu.mig)
+                gpus = Fraction(pod.gpu.whole + pod.gpu.scalar_gpus)
                 other = Resources(gpus, pod.request.cpu, pod.request.memory)
                 self._others.setdefault(node, ResourceSum()).add(other)
             self._entries[pod_id] = _Entry((), _NOTHING, other)

@@ -62,9 +62,10 @@ class GpuRequest:
     portion: Fraction = Fraction(0)
     memory_mib: int = 0
     devices: int = 1
-    mig: int = 0
-    """GPUs the pod's MIG slices count as against quotas (`kai.engine.mig`); the slices
-    themselves are scalar resources (`Pod.scalars`)."""
+    scalar_gpus: int = 0
+    """GPUs the pod's devices other than `nvidia.com/gpu` count as against quotas, as KAI
+    counts them: a MIG slice its compute slices (`kai.engine.mig`), an AMD device
+    (`amd.com/gpu`) one. The devices themselves are scalar resources (`Pod.scalars`)."""
     # MiB per device size, memoised: placement asks this for every candidate node.
     _mib: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
     # GPUs counted per device size, memoised: queue accounting asks it of every pod, and
@@ -89,8 +90,8 @@ class GpuRequest:
         """Devices counted against quotas when placed on such a node (fractions count as portions)."""
         gpus = self._gpus.get(device_memory_mib)
         if gpus is None:
-            if self.whole or self.mig:
-                gpus = Fraction(self.whole + self.mig)
+            if self.whole or self.scalar_gpus:
+                gpus = Fraction(self.whole + self.scalar_gpus)
             elif self.memory_mib:
                 gpus = Fraction(self.memory_mib, device_memory_mib) * self.devices
             else:
@@ -187,7 +188,7 @@ class Pod:
         object.__setattr__(self, "memory_bytes", math.ceil(self.request.memory))
         whole = None
         if not self.gpu.is_fractional:
-            gpus = Fraction(self.gpu.whole + self.gpu.mig)
+            gpus = Fraction(self.gpu.whole + self.gpu.scalar_gpus)
             whole = Resources(gpus, self.request.cpu, self.request.memory)
         object.__setattr__(self, "whole_request", whole)
         kind = _gpu_kind(self.gpu, self.scalars)
@@ -230,7 +231,7 @@ class Node:
     taints: tuple[Taint, ...] = ()
     scalars: Scalars = ()  # allocatable extended resources, hugepages, ephemeral storage
     mig: str | None = None  # None: not MIG-enabled; else its MIG strategy (`kai.engine.mig`)
-    mig_gpus: int = 0  # GPUs its MIG slices count as in the cluster's total, as KAI counts
+    scalar_gpus: int = 0  # GPUs its MIG slices and AMD devices count as in the cluster's total
     gpus: int = field(init=False, repr=False, compare=False)
     """Whole devices, derived once: placement and fragmentation ask it per node per pod."""
 

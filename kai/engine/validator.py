@@ -272,7 +272,11 @@ def _check_queues(snapshot: Snapshot, new: list[tuple[Pod, ProposedBinding]]) ->
 
     def usage(pod: Pod, node_name: str) -> tuple[Fraction | int, Fraction, Fraction]:
         memory_mib = nodes[node_name].gpu_memory_mib
-        gpus = pod.gpu.gpus_on(memory_mib) if pod.gpu.is_fractional else pod.gpu.whole + pod.gpu.mig
+        gpus = (
+            pod.gpu.gpus_on(memory_mib)
+            if pod.gpu.is_fractional
+            else pod.gpu.whole + pod.gpu.scalar_gpus
+        )
         return gpus, pod.request.cpu, pod.request.memory
 
     chains: dict[str, tuple[list[str], list[str]]] = {}
@@ -817,7 +821,7 @@ class EvictionAudit:
         gpus = (
             pod.gpu.gpus_on(memory)
             if pod.gpu.is_fractional
-            else Fraction(pod.gpu.whole + pod.gpu.mig)
+            else Fraction(pod.gpu.whole + pod.gpu.scalar_gpus)
         )
         return (gpus, pod.request.cpu, pod.request.memory)
 

@@ -113,8 +113,8 @@ def _requested(
         else:
             continue
         gpus: Fraction | int
-        if pod.gpu.whole or pod.gpu.mig:
-            gpus = pod.gpu.whole + pod.gpu.mig  # a MIG slice counts its compute slices
+        if pod.gpu.whole or pod.gpu.scalar_gpus:
+            gpus = pod.gpu.whole + pod.gpu.scalar_gpus  # a MIG slice counts its compute slices
         else:
             gpus = Fraction(pod.gpu.memory_mib, mib) if pod.gpu.memory_mib else pod.gpu.portion
             if pod.gpu.devices != 1:
@@ -157,12 +157,12 @@ def _divisible(snapshot: Snapshot) -> dict[ResourceName, Fraction]:
         if node.ready:
             for name in RESOURCE_NAMES:
                 total[name] += node.allocatable.get(name)
-            total["gpu"] += node.mig_gpus  # MIG slices count their compute slices
+            total["gpu"] += node.scalar_gpus  # MIG slices count their compute slices
     for pod in snapshot.pods:
         if pod.scheduler_is_ours or pod.node not in ready:
             continue
         if pod.phase in (PodPhase.BOUND, PodPhase.RELEASING):
-            total["gpu"] -= pod.gpu.whole + pod.gpu.mig
+            total["gpu"] -= pod.gpu.whole + pod.gpu.scalar_gpus
             total["cpu"] -= pod.request.cpu
             total["memory"] -= pod.request.memory
     return total

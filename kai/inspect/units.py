@@ -57,8 +57,8 @@ def resource_amount(name: ResourceName, value: Resources | None) -> str:
 def gpu_ask(gpu: GpuRequest) -> str:
     """What a pod asks of GPUs: `2`, `0.5`, `20000MiB`, `0.5 x2` (a share of two devices);
     MIG slices as the GPUs they count as."""
-    if gpu.whole or gpu.mig:
-        return str(gpu.whole + gpu.mig)
+    if gpu.whole or gpu.scalar_gpus:
+        return str(gpu.whole + gpu.scalar_gpus)
     if gpu.portion:
         each = decimal(gpu.portion)
     elif gpu.memory_mib:

@@ -46,7 +46,7 @@ def node(
 ) -> Node:
     """`scalars`: allocatable scalar resources in whole units (an RDMA device: 1). `mig`:
     the node's MIG strategy (None: not MIG-enabled); its MIG slices among `scalars` count
-    their compute slices as GPUs of the cluster (`mig-3g.40gb`: 3)."""
+    their compute slices as GPUs of the cluster (`mig-3g.40gb`: 3), AMD devices one each."""
     return Node(
         name,
         tuple(sorted((labels or {}).items())),
@@ -58,7 +58,7 @@ def node(
         taints=taints,
         scalars=in_thousandths(scalars),
         mig=mig,
-        mig_gpus=_compute_slices(scalars),
+        scalar_gpus=_counted_gpus(scalars),
     )
 
 
@@ -81,7 +81,7 @@ def pod(
     scalars: dict[str, int] | None = None,
 ) -> Pod:
     """`scalars`: requests of scalar resources in whole units; MIG slices among them count
-    their compute slices against quotas."""
+    their compute slices against quotas, AMD devices one each."""
     return Pod(
         namespace,
         name,
@@ -91,7 +91,7 @@ def pod(
         phase or (PodPhase.BOUND if node_name else PodPhase.PENDING),
         node_name,
         Resources.of(0, cpu, memory),
-        GpuRequest(gpus, portion, memory_mib, devices, _compute_slices(scalars)),
+        GpuRequest(gpus, portion, memory_mib, devices, _counted_gpus(scalars)),
         placement,
         created=NOW,
         gpu_groups=gpu_groups,
@@ -155,10 +155,11 @@ def told(before: Snapshot, after: Snapshot) -> Snapshot:
     return dataclasses.replace(after, changes=changes_between(before, after))
 
 
-def _compute_slices(units: dict[str, int] | None) -> int:
-    """GPUs MIG slices count as (`nvidia.com/mig-3g.40gb`: 3 each)."""
-    return sum(
+def _counted_gpus(units: dict[str, int] | None) -> int:
+    """GPUs MIG slices (`nvidia.com/mig-3g.40gb`: 3 each) and AMD devices count as."""
+    units = units or {}
+    return units.get("amd.com/gpu", 0) + sum(
         int(name.removeprefix("nvidia.com/mig-").split("g.")[0]) * count
-        for name, count in (units or {}).items()
+        for name, count in units.items()
         if name.startswith("nvidia.com/mig-")
     )

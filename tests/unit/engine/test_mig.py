@@ -53,7 +53,7 @@ def _pod_manifest(requests: dict[str, str]) -> dict[str, Any]:
 def test_a_pods_slices_count_their_compute_slices(requests: dict[str, str], gpus: int) -> None:
     parsed = parse_pod(_pod_manifest(requests), "team/pg")
     assert parsed.unhonoured is None and pod_admission_warnings(_pod_manifest(requests)) == []
-    assert parsed.gpu.mig == gpus and parsed.gpu.gpus_on(40_000) == gpus
+    assert parsed.gpu.scalar_gpus == gpus and parsed.gpu.gpus_on(40_000) == gpus
     assert [name for name, _ in parsed.scalars] == sorted(requests)
     assert parsed.placement.gpu_kind == "mig"
 
@@ -90,7 +90,7 @@ def test_a_nodes_mig_mode_is_read_as_kai_reads_it(
         }
     )
     assert parsed.mig == mode
-    assert parsed.mig_gpus == (7 if allocatable else 0)
+    assert parsed.scalar_gpus == (7 if allocatable else 0)
 
 
 def test_a_slice_goes_where_one_is_free_and_counts_in_the_cluster_total() -> None:

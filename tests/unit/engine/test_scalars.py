@@ -4,9 +4,13 @@ the validator."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kai.api.parse import parse_pod
+from kai.engine.accounting import divisible_total
 from kai.engine.cycle import run_cycle
 from kai.engine.evictions.budget import SearchBudget
 from kai.engine.evictions.decisions import Action
@@ -21,6 +25,7 @@ from tests.unit.engine.builders import group, node, pod, queue, snapshot
 from tests.unit.evictions.helpers import eviction_state, preemptor
 
 RDMA = "rdma/hca"
+AMD = "amd.com/gpu"
 GREEDY = EngineConfig(time_limit_seconds=0)
 SOLVER = EngineConfig(time_limit_seconds=2.0, solver_workers=1)
 
@@ -134,6 +139,33 @@ def test_the_validator_counts_what_a_new_pod_asks_for() -> None:
         f"node n0: {RDMA} 2000 thousandths requested of 1000"
     ]
     assert validate(snap, [ProposedBinding("ns/plain-0", "n1", ())]) == []
+
+
+def test_an_amd_device_goes_where_one_is_free_and_counts_as_a_gpu() -> None:
+    """As KAI counts `amd.com/gpu` with `nvidia.com/gpu` against quotas; placed as a scalar
+    resource, it never lands on a node of NVIDIA devices (which KAI's one count allows)."""
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "team"},
+        "spec": {
+            "schedulerName": "kai-scheduler",
+            "containers": [{"name": "c", "resources": {"limits": {AMD: "2"}}}],
+        },
+    }
+    parsed = parse_pod(manifest, "team/pg")
+    assert parsed.gpu.scalar_gpus == 2
+    assert parsed.gpu.gpus_on(40_000) == Fraction(2)
+    snap = snapshot(
+        [node("nvidia", gpus=8), node("amd", gpus=0, scalars={AMD: 8})],
+        [pod("one-0", "one", scalars={AMD: 1}), pod("two-0", "two", scalars={AMD: 2})],
+        [group("one", "q"), group("two", "q")],
+        [queue("q", gpu_limit=2)],
+    )
+    assert divisible_total(snap).gpu == 16
+    result = run_cycle(snap, GREEDY)
+    assert [(b.pod, b.node, b.gpus) for b in result.bindings] == [("ns/one-0", "amd", Fraction(1))]
+    assert result.groups["ns/two"].reason == "OverLimit"
 
 
 def test_amounts_are_worded_in_the_resources_units() -> None:
