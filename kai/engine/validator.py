@@ -446,6 +446,8 @@ class EvictionAudit:
         self._queues = {queue.name: queue for queue in snapshot.queues}
         self._groups = {group.key: group for group in snapshot.pod_groups}
         self._pods = {pod.key: pod for pod in snapshot.pods}
+        self._nodes = snapshot.nodes
+        self._termed = any(pod.pod_terms for pod in snapshot.pods)
         self._node_memory = {node.name: node.gpu_memory_mib for node in snapshot.nodes}
         self._pending_memory = pending_device_memory(snapshot)
         self._shares: dict[str, Entitlement] = entitlements(snapshot)
@@ -570,8 +572,6 @@ class EvictionAudit:
                 continue
             if pod.unhonoured is not None:
                 problems.append(f"pod {pod.key} is placed with {pod.unhonoured}, kai cannot keep")
-            if pod.pod_terms:
-                problems.append(f"pod {pod.key} has inter-pod terms, which no eviction places by")
             if pod.group == group.key:
                 own += 1
                 if (
@@ -592,7 +592,26 @@ class EvictionAudit:
             problems.append(f"{own} pods pipelined would leave the gang below minMember")
         if decision.action is not None and _delayed(group, self._now):
             problems.append("its preemption delay has not passed")
-        return problems
+        return problems + self._term_problems(decision, evicted)
+
+    def _term_problems(self, decision: EvictionDecision, evicted: set[str]) -> list[str]:
+        """The inter-pod terms the decision's seats break, beside the pods where they will
+        be once it is made: those running but its victims and earlier ones, this cycle's
+        bindings and earlier decisions' seats."""
+        if not self._termed:
+            return []
+        seats = [(self._pods[r.pod], r.node) for r in decision.pipelined if r.pod in self._pods]
+        gone = self._gone | evicted
+        located = [
+            pod
+            for pod in self._pods.values()
+            if pod.node is not None and pod.phase.occupies_node and pod.key not in gone
+        ]
+        for key, node in (*self._bound.items(), *self._waiting.items()):
+            pod = self._pods.get(key)
+            if pod is not None and key not in gone:
+                located.append(dataclasses.replace(pod, node=node, phase=PodPhase.BOUND))
+        return pod_affinity_problems(self._nodes, located, seats)
 
     def _request(self, decision: EvictionDecision) -> Amount:
         total = [Fraction(0)] * 3

@@ -51,6 +51,7 @@ from kai.engine.evictions.scenario import Scenario
 from kai.engine.evictions.stale import stale_gangs
 from kai.engine.evictions.stamps import cycle_stamps
 from kai.engine.evictions.state import EvictionInputs, EvictionState
+from kai.engine.evictions.term_seats import bound_by_terms
 from kai.engine.evictions.topology_seats import seat_preemptor
 from kai.engine.evictions.victim_order import VictimOrder
 from kai.engine.forked import Child
@@ -525,6 +526,8 @@ def _choose(
         return []
     if greedy is not None and looks is not None and looks.refuses(greedy):
         return [greedy]
+    if bound_by_terms(state, preemptor):  # the model does not see inter-pod terms
+        return [greedy] if greedy is not None else []
     answer = cp_sat_search(state, action, preemptor, options, order, greedy, budget, models_left)
     budget.solver_spent += answer.work_seconds
     found = [s for s in (answer.scenario, greedy) if s is not None]

@@ -32,6 +32,7 @@ from kai.engine.evictions.room import (
 )
 from kai.engine.evictions.scenario import Scenario
 from kai.engine.evictions.state import EvictionState
+from kai.engine.evictions.term_seats import bound_by_terms
 from kai.engine.evictions.topology_seats import topology_rules
 from kai.engine.model import PlacementStrategy, Pod
 
@@ -41,8 +42,14 @@ def idle_first(
 ) -> Scenario:
     """The scenario with its preemptor seated idle capacity first, or as it was when that
     cannot apply: consolidation (its moves are seated around the preemptor), a gang with a
-    topology constraint (seated domain by domain), or a seating that does not fit."""
-    if action is Action.CONSOLIDATE or scenario.moves or topology_rules(state, preemptor):
+    topology constraint (seated domain by domain) or one inter-pod terms concern (seated
+    by them), or a seating that does not fit."""
+    if (
+        action is Action.CONSOLIDATE
+        or scenario.moves
+        or topology_rules(state, preemptor)
+        or bound_by_terms(state, preemptor)
+    ):
         return scenario
     full = Overlay(state.future)
     for key, evicted in scenario.evicted.items():

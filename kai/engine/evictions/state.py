@@ -68,8 +68,8 @@ class EvictionInputs:
     """The snapshot's PodGroups by key and our pods by group, when the cycle has them (its
     memo keeps them); None: read from the snapshot."""
     pod_affinity: PodAffinity | None = None
-    """The cycle's inter-pod terms, when a pod carries one: no gang they concern is a
-    preemptor, and consolidation moves none of its pods."""
+    """The cycle's inter-pod terms, when a pod carries one: a preemptor they concern is
+    seated by them (`term_seats`), and consolidation moves none of their pods."""
 
     def index(self) -> SnapshotIndex:
         if self.known is not None:
@@ -120,6 +120,7 @@ class EvictionState:
     _ranked: RankedRoom | None = None
     _pending_offers: PendingOffers | None = None
     _over_caps: list[tuple[GangRequest, str]] | None = None
+    _placed_for_terms: dict[str, PodPlacement] | None = None
     freed: set[str] = field(default_factory=set)
     """The queues (and their ancestors) victims have left this cycle: a gang `over_caps`
     found refused may fit under their caps again."""
@@ -311,6 +312,22 @@ class EvictionState:
             found = self._allocatable[queue] = allocatable_share(share, self.inputs.queues[queue])
         return found
 
+    def placed_for_terms(self) -> Mapping[str, PodPlacement]:
+        """This cycle's bindings and its eviction decisions' seats so far, by pod: what
+        inter-pod terms read beside the pods on nodes (`term_seats`). One mapping while no
+        decision is committed: the terms index it as it grows."""
+        if self._placed_for_terms is None:
+            pending = {
+                pod.key: pod for gang in self.inputs.unplaced for pod in (*gang.core, *gang.elastic)
+            }
+            placed = dict(self.inputs.placements)
+            for record in self.pipelined.values():
+                pod = pending.get(record.pod)
+                if pod is not None:
+                    placed[record.pod] = PodPlacement(pod, record.node, record.gpu_groups)
+            self._placed_for_terms = placed
+        return self._placed_for_terms
+
     def preemptor(self, gang: GangRequest) -> Preemptor:
         found = self._preemptors.get(gang.key)
         if found is None:
@@ -367,6 +384,7 @@ class EvictionState:
 
     def commit(self, decision: EvictionDecision, seats: Sequence[Seat]) -> None:
         """Apply a checked decision: victims leave (their room frees), seated pods are pipelined."""
+        self._placed_for_terms = None
         leaving: dict[str, set[str]] = {}
         for eviction in decision.evictions:
             pod = next(p for p in self.running[eviction.group].pods if p.key == eviction.pod)

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.room import Meter, Overlay, Seat, seat_all
 from kai.engine.evictions.state import EvictionState
+from kai.engine.evictions.term_seats import bound_by_terms, seat_by_terms
 from kai.engine.topology import GroupRules, candidates, satisfied
 
 
@@ -38,6 +39,9 @@ def seat_preemptor(
     strategy = state.config.placement_strategy
     topology = inputs.topology
     rules = topology_rules(state, preemptor)
+    if bound_by_terms(state, preemptor):
+        # A domain search does not read the terms: such a gang waits, as in allocation.
+        return seat_by_terms(state, preemptor, room, nodes, meter) if rules is None else None
     if rules is None:
         return seat_all(
             preemptor.pods,

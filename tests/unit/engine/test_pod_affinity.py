@@ -19,8 +19,17 @@ from hypothesis import strategies as st
 from kai.api.parse import parse_pod
 from kai.engine.cycle import POD_AFFINITY, run_cycle
 from kai.engine.greedy import TOPOLOGY_AND_TERMS
-from kai.engine.model import EngineConfig, Pod, PodAffinityTerm, Requirement, Snapshot
+from kai.engine.model import (
+    EngineConfig,
+    Pod,
+    PodAffinityTerm,
+    PodGroup,
+    PodPhase,
+    Requirement,
+    Snapshot,
+)
 from kai.engine.validator import ProposedBinding, validate
+from kai.engine.validator_pod_affinity import pod_affinity_problems
 from tests.unit.engine.builders import group, node, pod, queue, snapshot
 from tests.unit.engine.test_topology import cluster, constrained, rack_node
 
@@ -152,16 +161,93 @@ def test_affinity_follows_the_pod_it_wants_and_the_first_of_a_set_goes_anywhere(
     assert len(_bound(first)) == 1
 
 
-def test_a_gang_the_terms_concern_is_neither_preemptor_nor_moved() -> None:
-    """The eviction actions seat pods without the terms: such a gang waits for room, and
-    consolidation does not re-place a running pod a term concerns."""
+def _full_hosts(*names: str, gpus: int = 2) -> tuple[list[Any], list[Pod], list[PodGroup]]:
+    """Hosts of `gpus` GPUs, each full of 1-GPU low-priority pods (`low-<node>-<i>`)."""
+    nodes = [_host(name, gpus) for name in names]
+    pods = [
+        pod(f"low-{name}-{i}", f"low-{name}-{i}", 1, node_name=name)
+        for name in names
+        for i in range(gpus)
+    ]
+    groups = [dataclasses.replace(group(p.name, "q"), priority=10) for p in pods]
+    return nodes, pods, groups
+
+
+def _seats(snap: Snapshot, config: EngineConfig = GREEDY) -> dict[str, str]:
+    return {record.pod: record.node for record in run_cycle(snap, config).pipelined}
+
+
+def test_a_replica_preempts_where_its_anti_affinity_holds() -> None:
+    """web-0 runs on n0, full beside a low-priority pod; n1 is full of them. The pending
+    high-priority replica must avoid web-0: it preempts on n1, not n0 (bin-packing's pick
+    without the term), with the solver's victim search or without."""
+    nodes, lows, groups = _full_hosts("n1")
+    apart = _term(True, app="web")
+    snap = snapshot(
+        [_host("n0", 2), *nodes],
+        [
+            _with(pod("web0-0", "web0", 1, node_name="n0"), apart, app="web"),
+            pod("low-n0-0", "low-n0-0", 1, node_name="n0"),
+            *lows,
+            _with(pod("web1-0", "web1", 1), apart, app="web"),
+        ],
+        [
+            group("web0", "q", priority=100),
+            dataclasses.replace(group("low-n0-0", "q"), priority=10),
+            *groups,
+            group("web1", "q", priority=100),
+        ],
+        [queue("q")],
+    )
+    for config in (GREEDY, EngineConfig(time_limit_seconds=1.0, solver_workers=1)):
+        result = run_cycle(snap, config)
+        assert [e.node for e in result.evictions] == ["n1"]
+        assert {r.pod: r.node for r in result.pipelined} == {"ns/web1-0": "n1"}
+
+
+def test_replicas_preempting_in_one_cycle_keep_apart() -> None:
+    """Two pending replicas avoid each other; two full hosts of 2 GPUs. The first evicts
+    one pod on a host; the second may not take the other room there, which the first's
+    seat (this cycle's, not yet bound) keeps."""
+    nodes, lows, groups = _full_hosts("n0", "n1")
+    apart = _term(True, app="web")
+    replicas = [_with(pod(f"web{i}-0", f"web{i}", 1), apart, app="web") for i in range(2)]
+    snap = snapshot(
+        nodes,
+        [*lows, *replicas],
+        [*groups, *(group(f"web{i}", "q", priority=100) for i in range(2))],
+        [queue("q")],
+    )
+    seats = _seats(snap)
+    assert sorted(seats) == ["ns/web0-0", "ns/web1-0"]
+    assert seats["ns/web0-0"] != seats["ns/web1-0"]
+
+
+def test_a_gangs_workers_preempt_one_per_node() -> None:
+    """A gang of two workers that avoid each other preempts on two hosts, not one."""
+    nodes, lows, groups = _full_hosts("n0", "n1")
+    apart = _term(True, app="w")
+    workers = [_with(pod(f"w-{i}", "w", 1), apart, app="w") for i in range(2)]
+    snap = snapshot(
+        nodes,
+        [*lows, *workers],
+        [*groups, group("w", "q", min_member=2, priority=100)],
+        [queue("q")],
+    )
+    seats = _seats(snap)
+    assert sorted(seats.values()) == ["n0", "n1"]
+
+
+def test_a_gang_with_an_affinity_term_is_no_preemptor_and_no_termed_pod_is_moved() -> None:
+    """A victim could be the pod its affinity wants, gone by the time it binds: such a gang
+    waits for room. Consolidation does not re-place a running pod a term concerns."""
     low = dataclasses.replace(group("low", "q"), priority=10)
     high = dataclasses.replace(group("high", "q"), priority=100)
     snap = snapshot(
         [_host("n0", 1)],
         [
             _with(pod("low-0", "low", 1, node_name="n0"), app="db"),
-            _with(pod("high-0", "high", 1), _term(True, app="web"), app="web"),
+            _with(pod("high-0", "high", 1), _term(False, app="db"), app="web"),
         ],
         [low, high],
         [queue("q")],
@@ -208,7 +294,8 @@ def test_the_validator_checks_the_terms_on_its_own() -> None:
 
 @st.composite
 def _clusters(draw: st.DrawFn) -> Snapshot:
-    """Up to four nodes in two zones; pods on them and pending, each with labels and terms."""
+    """Up to four nodes in two zones; pods on them and pending, each with labels and terms,
+    at two priorities (the pending gang's the higher, so that it preempts)."""
     apps = st.sampled_from(["a", "b"])
 
     def with_terms(base: Pod) -> Pod:
@@ -231,22 +318,65 @@ def _clusters(draw: st.DrawFn) -> Snapshot:
     for index in range(draw(st.integers(0, 4))):
         where = draw(st.sampled_from([None, *(n.name for n in nodes)]))
         pods.append(with_terms(pod(f"g{index}-0", f"g{index}", 1, node_name=where)))
-        groups.append(group(f"g{index}", "q"))
+        groups.append(group(f"g{index}", "q", priority=draw(st.sampled_from([10, 100]))))
     size = draw(st.integers(1, 3))
     pods += [with_terms(pod(f"gang-{i}", "gang", 1)) for i in range(size)]
-    groups.append(group("gang", "q", min_member=size))
+    groups.append(group("gang", "q", min_member=size, priority=100))
+    return snapshot(nodes, pods, groups, [queue("q")])
+
+
+@st.composite
+def _crowded(draw: st.DrawFn) -> Snapshot:
+    """Two to four full hosts in two zones, their low-priority pods labelled and some with
+    terms; one to three high-priority gangs pending, with terms: preemption's ground."""
+    apps = st.sampled_from(["a", "b"])
+    terms = st.lists(
+        st.builds(
+            lambda anti, key, app: _term(anti, key, app=app),
+            st.booleans(),
+            st.sampled_from([HOST, ZONE]),
+            apps,
+        ),
+        max_size=2,
+    )
+    count = draw(st.integers(2, 4))
+    nodes = [_host(f"n{i}", 2, zone="z0" if i < 2 else "z1") for i in range(count)]
+    pods, groups = [], []
+    for n in nodes:
+        for i in range(2):
+            name = f"low-{n.name}-{i}"
+            held = pod(name, name, 1, node_name=n.name)
+            pods.append(_with(held, *draw(terms), app=draw(apps)))
+            groups.append(group(name, "q", priority=10))
+    for g in range(draw(st.integers(1, 3))):
+        size = draw(st.integers(1, 2))
+        for i in range(size):
+            pods.append(_with(pod(f"hi{g}-{i}", f"hi{g}", 1), *draw(terms), app=draw(apps)))
+        groups.append(group(f"hi{g}", "q", min_member=size, priority=100))
     return snapshot(nodes, pods, groups, [queue("q")])
 
 
 @settings(max_examples=150, deadline=None)
-@given(_clusters())
+@given(st.one_of(_clusters(), _crowded()))
 def test_every_answer_keeps_the_terms_by_the_validators_reading(snap: Snapshot) -> None:
     """The cycle validates the greedy answer and raises if the validator disagrees; every
-    binding is checked once more here, beside the pods on nodes."""
+    binding is checked once more here, beside the pods on nodes. Every eviction decision
+    passed its audit, and the pods its seats wait for keep their terms once its victims
+    are gone, beside this cycle's bindings."""
     for config in (GREEDY, EngineConfig(time_limit_seconds=0.5)):
         result = run_cycle(snap, config)
         proposed = [ProposedBinding(b.pod, b.node, b.gpu_groups) for b in result.bindings]
         assert validate(snap, proposed) == []
+        assert result.eviction_report is None or result.eviction_report.validator_violations == 0
+        pods = {p.key: p for p in snap.pods}
+        gone = {eviction.pod for eviction in result.evictions}
+        located = [p for p in snap.pods if p.node and p.key not in gone]
+        located += [
+            dataclasses.replace(pods[b.pod], node=b.node, phase=PodPhase.BOUND)
+            for b in result.bindings
+        ]
+        seats = [(pods[r.pod], r.node) for r in result.pipelined]
+        assert pod_affinity_problems(snap.nodes, located, seats) == []
 
 
 def test_a_topology_constrained_gang_the_terms_concern_waits_told_why() -> None:
