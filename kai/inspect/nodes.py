@@ -1,4 +1,5 @@
-"""`kai nodes`: per node and per GPU device, what holds it and what is free.
+"""`kai nodes`: per node and per GPU device, what holds it and what is free; and so for
+each device the node offers as an extended resource (an RDMA device, MIG slices).
 
 The arithmetic is the engine's (`kai.engine.capacity.initial_capacity`, the free
 capacity every cycle starts from), over pods read by `kai.api.pods` and with the
@@ -22,6 +23,7 @@ from kai.api.nodes import parse_node
 from kai.api.reservations import counted_reservations
 from kai.engine.capacity import NodeCapacity, initial_capacity
 from kai.engine.model import Node, Pod
+from kai.engine.scalars import MILLI, in_units
 from kai.inspect import units
 from kai.inspect.lenient import parsed, read_pod
 
@@ -57,6 +59,8 @@ class NodeSummary:
     shared: Sequence[SharedDevice]
     reserved: Sequence[str]
     """Reservation pods holding a device no pod shares (until they are collected)."""
+    here: Sequence[Pod] = ()
+    """The pods that hold room on the node, by key."""
 
     @property
     def free_share(self) -> Fraction:
@@ -95,7 +99,25 @@ class NodeSummary:
             "cpu": {"allocatable": int(node.allocatable.cpu), "free": free.cpu},
             "memory": {"allocatable": int(node.allocatable.memory), "free": free.memory},
             "pods": {"allocatable": node.max_pods, "free": free.pods},
+            "scalars": [
+                {
+                    "name": name,
+                    "allocatable": _number(Fraction(amount, MILLI)),
+                    "free": _number(Fraction(free.scalars.get(name, 0), MILLI)),
+                    "pods": [
+                        {"pod": pod, "amount": _number(Fraction(asked, MILLI))}
+                        for pod, asked in self.holders(name)
+                    ],
+                }
+                for name, amount in node.scalars
+            ],
         }
+
+    def holders(self, resource: str) -> list[tuple[str, int]]:
+        """The pods here that hold some of a scalar resource, with how much (thousandths)."""
+        return [
+            (pod.key, asked) for pod in self.here for name, asked in pod.scalars if name == resource
+        ]
 
     def rows(self, wide: bool) -> list[tuple[str, ...]]:
         node = self.node
@@ -139,6 +161,22 @@ class NodeSummary:
         if self.free.whole_gpus:
             idle = str(self.free.whole_gpus)
             rows.append((node.name, "free", idle, "0", idle, *blank, ""))
+        for name, amount in node.scalars:
+            if "/" not in name:
+                continue  # hugepages and ephemeral storage: in the document, not the table
+            left = self.free.scalars.get(name, 0)
+            held = ", ".join(f"{pod} {in_units(name, asked)}" for pod, asked in self.holders(name))
+            rows.append(
+                (
+                    node.name,
+                    name,
+                    in_units(name, amount),
+                    in_units(name, amount - left),
+                    in_units(name, left),
+                    *blank,
+                    held,
+                )
+            )
         return rows
 
 
@@ -199,9 +237,12 @@ def _summary(
     counted: Sequence[Pod],
     reservations: Mapping[str, str],
 ) -> NodeSummary:
-    here = [pod for pod in users if pod.node == node.name and pod.phase.occupies_node]
+    here = sorted(
+        (pod for pod in users if pod.node == node.name and pod.phase.occupies_node),
+        key=lambda p: p.key,
+    )
     fractions: dict[str, list[Fractional]] = {}
-    for pod in sorted(here, key=lambda p: p.key):
+    for pod in here:
         if pod.gpu.is_fractional:
             mib = pod.gpu.memory_on(node.gpu_memory_mib)
             share = Fraction(mib, node.gpu_memory_mib)
@@ -217,9 +258,9 @@ def _summary(
         )
         for group, used in sorted(free.shared.items())
     ]
-    whole = [(pod.key, pod.gpu.whole) for pod in sorted(here, key=lambda p: p.key) if pod.gpu.whole]
+    whole = [(pod.key, pod.gpu.whole) for pod in here if pod.gpu.whole]
     idle = sorted(pod.key for pod in counted if pod.node == node.name and pod.phase.occupies_node)
-    return NodeSummary(node, free, whole, shared, idle)
+    return NodeSummary(node, free, whole, shared, idle, here)
 
 
 def _number(value: Fraction) -> float | int:

@@ -102,3 +102,32 @@ def test_a_malformed_node_or_pod_is_a_line_naming_it_and_its_field() -> None:
         ["Node n3", "metadata.labels.nvidia.com/gpu.memory"],
         ["Pod ml/bad", "spec.containers[0].resources.requests.cpu"],
     ]
+
+
+def test_devices_offered_as_extended_resources_show_what_holds_them() -> None:
+    """MIG slices and an RDMA device get a line each (ephemeral storage only the document),
+    with the pods that hold them; a pod that asks for none is not listed there."""
+    mig = node("m1", gpus=0)
+    mig["status"]["allocatable"].update(
+        {"nvidia.com/mig-1g.10gb": "7", "rdma/hca": "1", "ephemeral-storage": "100Gi"}
+    )
+    sliced = pod("s", "s", node="m1")
+    sliced["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/mig-1g.10gb": "2"}
+    wired = pod("r", "r", node="m1")
+    wired["spec"]["containers"][0]["resources"]["limits"] = {"rdma/hca": "1"}
+    report = summarise_nodes([mig], [sliced, wired, pod("cpu", "cpu", node="m1")], RESERVATIONS, [])
+    assert report.rows()[2:] == [
+        ("m1", "nvidia.com/mig-1g.10gb", "7", "2", "5", "ml/s 2"),
+        ("m1", "rdma/hca", "1", "1", "0", "ml/r 1"),
+    ]
+    [document] = report.document()["nodes"]
+    assert document["scalars"] == [
+        {"name": "ephemeral-storage", "allocatable": 100 * 2**30, "free": 100 * 2**30, "pods": []},
+        {
+            "name": "nvidia.com/mig-1g.10gb",
+            "allocatable": 7,
+            "free": 5,
+            "pods": [{"pod": "ml/s", "amount": 2}],
+        },
+        {"name": "rdma/hca", "allocatable": 1, "free": 0, "pods": [{"pod": "ml/r", "amount": 1}]},
+    ]
