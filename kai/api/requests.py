@@ -73,7 +73,7 @@ def container_errors(ref: ObjectRef, spec: corev1.PodSpec) -> list[ManifestError
                 field = f"{path}.resources.{kind}.{name}"
                 if amount < 0:
                     errors.append(ref.error(field, "must not be negative"))
-                elif name == NVIDIA_GPU_RESOURCE and amount.denominator != 1:
+                elif is_extended(name) and amount.denominator != 1:
                     errors.append(
                         ref.error(field, f"must be a whole number of devices, got {float(amount)}")
                     )
@@ -82,7 +82,7 @@ def container_errors(ref: ObjectRef, spec: corev1.PodSpec) -> list[ManifestError
             if limit is None:
                 continue
             field = f"{path}.resources.requests.{name}"
-            if name == NVIDIA_GPU_RESOURCE and request != limit:
+            if is_extended(name) and request != limit:
                 errors.append(
                     ref.error(field, "must equal the limit (devices cannot be overcommitted)")
                 )
@@ -103,6 +103,13 @@ def container_errors(ref: ObjectRef, spec: corev1.PodSpec) -> list[ManifestError
                 elif amount < 0:
                     errors.append(ref.error(field, "must not be negative"))
     return errors
+
+
+def is_extended(name: str) -> bool:
+    """An extended resource (`nvidia.com/gpu`, `rdma/hca`, a MIG slice), as the API server
+    tells them: named in a domain other than Kubernetes' own (`*kubernetes.io/`). It counts
+    whole devices, never overcommitted, so its request must equal its limit."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
 
 
 def asks_for_whole_gpus(spec: corev1.PodSpec) -> bool:

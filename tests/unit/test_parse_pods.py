@@ -153,6 +153,41 @@ def test_scalar_requests_follow_the_same_phases_rounded_up() -> None:
     )
 
 
+def test_an_extended_resource_is_whole_and_not_overcommitted_as_the_api_server_says() -> None:
+    error = parse_error(
+        pod(
+            containers=[
+                {
+                    "name": "main",
+                    "resources": {
+                        "requests": {"rdma/hca": "2", "example.com/slice": "1500m"},
+                        "limits": {"rdma/hca": "1", "example.com/slice": "1500m"},
+                    },
+                },
+                {
+                    "name": "native",
+                    "resources": {
+                        "requests": {"ephemeral-storage": "1Gi", "x.kubernetes.io/y": "500m"},
+                        "limits": {"ephemeral-storage": "2Gi", "x.kubernetes.io/y": "1"},
+                    },
+                },
+            ]
+        )
+    )
+    said = {e.field: e.message for e in error.all_errors}
+    assert said == {
+        "spec.containers[0].resources.requests.rdma/hca": (
+            "must equal the limit (devices cannot be overcommitted)"
+        ),
+        "spec.containers[0].resources.requests.example.com/slice": (
+            "must be a whole number of devices, got 1.5"
+        ),
+        "spec.containers[0].resources.limits.example.com/slice": (
+            "must be a whole number of devices, got 1.5"
+        ),
+    }
+
+
 def test_a_pod_level_request_replaces_the_containers_and_the_overhead_adds_to_it() -> None:
     # workload-map's describe test: pod-level 2 cpu / 4Gi over containers asking 500m / 1Gi,
     # plus 100m / 128Mi overhead; the GPU still comes from the container (KEP-2837).
