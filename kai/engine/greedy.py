@@ -24,7 +24,7 @@ from kai.engine.pod_affinity import PodAffinity
 from kai.engine.queue_order import QueueRanking
 from kai.engine.resources import NO_RESOURCES, Resources
 from kai.engine.topology import TopologyIndex, domain_of_placed
-from kai.engine.topology_placement import place_constrained
+from kai.engine.topology_placement import Eligible, KeptApart, Seat, place_constrained
 
 UNSCHEDULABLE = "Unschedulable"
 
@@ -247,14 +247,13 @@ def _place_core(
     if rules is not None and rules.problem is not None:
         outcome.refusals[gang.key] = rules.problem
         return False
-    if rules is not None and rules.rules and _concerned(gang.core, pod_affinity):
-        outcome.refusals[gang.key] = Refusal(UNSCHEDULABLE, TOPOLOGY_AND_TERMS)
-        return False
     index.begin()
     if rules is not None and rules.rules:
         assert topology is not None
+        concerned = _concerned(gang.core, pod_affinity)
+        kept_apart = _seated_apart(pod_affinity, outcome) if concerned else None
         seats, why = place_constrained(
-            group, gang.core, rules, topology.running(gang.key), index, eligible_for
+            group, gang.core, rules, topology.running(gang.key), index, eligible_for, kept_apart
         )
         if seats is None:
             index.rollback()
@@ -334,10 +333,14 @@ def _place_elastic(
     return True
 
 
-TOPOLOGY_AND_TERMS = (
-    "kai does not yet place a gang with a topology constraint whose pods an inter-pod "
-    "affinity term concerns"
-)
+def _seated_apart(pod_affinity: PodAffinity | None, outcome: AllocationOutcome) -> KeptApart:
+    """`_kept_apart` for a topology search: beside the pass's placements and the seats the
+    search has made so far."""
+
+    def kept(pod: Pod, eligible: Callable[[str], bool], seats: Sequence[Seat]) -> Eligible:
+        return _kept_apart(pod, eligible, pod_affinity, outcome, [PodPlacement(*s) for s in seats])
+
+    return kept
 
 
 def _concerned(pods: Iterable[Pod], pod_affinity: PodAffinity | None) -> bool:

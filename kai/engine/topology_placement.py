@@ -7,7 +7,8 @@ given, and a domain whose pods do not all fit is undone before the next is tried
 Inside a domain wider than the preferred level, each pod looks at the preferred
 sub-domains with the most room first. The first complete placement is taken,
 which is what the CP-SAT model improves on by choosing the domains of all gangs
-jointly.
+jointly. Inter-pod terms, when given (`KeptApart`), narrow each pod's nodes beside
+the pods the search has seated so far; a domain undone takes its seats with it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ from kai.engine.topology import (
 
 Seat = tuple[Pod, str, tuple[str, ...]]
 """A pod, its node and the shared devices it takes (the greedy pass's PodPlacement)."""
+Eligible = Callable[[str], bool]
+KeptApart = Callable[[Pod, Eligible, Sequence[Seat]], Eligible]
+"""A pod's eligible nodes narrowed by inter-pod terms beside the seats made before it."""
 
 
 @dataclass
@@ -37,6 +41,8 @@ class _Search:
     rules: GroupRules
     running: Sequence[Pod]
     alone: bool
+    kept_apart: KeptApart | None = None
+    seated: list[Seat] = field(default_factory=list)  # the search's seats so far, in order
     failure: str | None = None
     tried: list[str] = field(default_factory=list)  # candidate domains, as level id
 
@@ -66,11 +72,13 @@ class _Search:
                 return None
         for nodes, within in options:
             self.index.begin()
+            mark = len(self.seated)
             placed = self._place_all(member, mine, nodes, within)
             if placed is not None:
                 self.index.commit()
                 return placed
             self.index.rollback()
+            del self.seated[mark:]
         return None
 
     def _options(
@@ -114,13 +122,17 @@ class _Search:
             node = self._find(pod, nodes, order)
             if node is None:
                 return None
-            placed.append((pod, node, self.index.take(node, pod, alone=self.alone)))
+            seat = (pod, node, self.index.take(node, pod, alone=self.alone))
+            placed.append(seat)
+            self.seated.append(seat)
         return placed
 
     def _find(
         self, pod: Pod, nodes: frozenset[str] | None, order: list[frozenset[str]] | None
     ) -> str | None:
         eligible = self.eligible_for(pod)
+        if self.kept_apart is not None:
+            eligible = self.kept_apart(pod, eligible, self.seated)
         if nodes is None and order is None:
             return self.index.find(pod, eligible, self.alone)
         parts: list[frozenset[str]] = order if order is not None else [nodes or frozenset()]
@@ -150,14 +162,16 @@ def place_constrained(
     running: Sequence[Pod],
     index: NodeIndex,
     eligible_for: Callable[[Pod], Callable[[str], bool]],
+    kept_apart: KeptApart | None = None,
 ) -> tuple[list[Seat] | None, str]:
-    """The core's placements in one domain per constraint, or None and why not.
+    """The core's placements in one domain per constraint, or None and why not;
+    `kept_apart`: the inter-pod terms that concern the core's pods, if any.
 
     The caller holds a checkpoint on `index`: a failed search leaves no trace.
     """
     if not core:
         return [], ""
-    search = _Search(index, eligible_for, rules, running, alone=len(core) == 1)
+    search = _Search(index, eligible_for, rules, running, len(core) == 1, kept_apart)
     placed = search.place(tree(group), core, None, None)
     if placed is not None:
         return placed, ""
@@ -167,5 +181,5 @@ def place_constrained(
     return None, (
         f"the {len(core)} pods fit the free resources of {len(search.tried)} candidate topology "
         f"domain(s) ({shown}) but not on nodes they may use one by one (node selectors, "
-        "affinity, taints or per-node room)"
+        "affinity, taints, inter-pod terms or per-node room)"
     )

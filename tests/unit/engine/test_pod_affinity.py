@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 
 from kai.api.parse import parse_pod
 from kai.engine.cycle import POD_AFFINITY, run_cycle
-from kai.engine.greedy import TOPOLOGY_AND_TERMS
 from kai.engine.model import (
     EngineConfig,
     Pod,
@@ -31,7 +30,8 @@ from kai.engine.model import (
 from kai.engine.validator import ProposedBinding, validate
 from kai.engine.validator_pod_affinity import pod_affinity_problems
 from tests.unit.engine.builders import group, node, pod, queue, snapshot
-from tests.unit.engine.test_topology import cluster, constrained, rack_node
+from tests.unit.engine.test_topology import RACK, cluster, constrained
+from tests.unit.engine.test_topology import ZONE as TOPOLOGY_ZONE
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -379,23 +379,65 @@ def test_every_answer_keeps_the_terms_by_the_validators_reading(snap: Snapshot) 
         assert pod_affinity_problems(snap.nodes, located, seats) == []
 
 
-def test_a_topology_constrained_gang_the_terms_concern_waits_told_why() -> None:
-    """Its domain search does not read the terms: it waits rather than break them."""
+def test_a_topology_constrained_gang_keeps_its_terms_inside_its_domain() -> None:
+    """Workers that avoid each other, required in one rack: bin-packing alone puts both
+    on one node; they go to r1's two nodes (r2 is one node). Three such workers fit no
+    rack (none has three nodes) and wait, told why."""
     apart = _term(True, app="w")
-    workers = [_with(pod(f"w-{i}", "w", 1), apart, app="w") for i in range(2)]
-    nodes = [rack_node("r1a", "z", "r1"), rack_node("r1b", "z", "r1")]
-    result = run_cycle(cluster(nodes, workers, [constrained("w", 2, required="rack")]), GREEDY)
-    decision = result.groups["ns/w"]
-    assert (result.bindings, decision.message) == ((), TOPOLOGY_AND_TERMS)
+
+    def racked(name: str, rack: str, gpus: int) -> Any:
+        return node(name, gpus=gpus, labels={HOST: name, TOPOLOGY_ZONE: "z", RACK: rack})
+
+    nodes = [racked("r1a", "r1", 4), racked("r1b", "r1", 4), racked("r2a", "r2", 8)]
+    for size, where in ((2, ["r1a", "r1b"]), (3, [])):
+        workers = [_with(pod(f"w-{i}", "w", 1), apart, app="w") for i in range(size)]
+        snap = cluster(nodes, workers, [constrained("w", size, required="rack")])
+        result = run_cycle(snap, GREEDY)
+        assert sorted(binding.node for binding in result.bindings) == where
+        if not where:
+            assert "inter-pod terms" in result.groups["ns/w"].message
     plain = [pod(f"w-{i}", "w", 1) for i in range(2)]
-    assert (
-        len(
-            run_cycle(
-                cluster(nodes, plain, [constrained("w", 2, required="rack")]), GREEDY
-            ).bindings
-        )
-        == 2
+    snap = cluster(nodes, plain, [constrained("w", 2, required="rack")])
+    assert len({binding.node for binding in run_cycle(snap, GREEDY).bindings}) == 1
+
+
+@st.composite
+def _racked_gangs(draw: st.DrawFn) -> Snapshot:
+    """Two racks of one to three hosts, pods running on some; gangs required in one rack
+    (or not), their pods with random terms over hosts and racks."""
+    nodes = [
+        node(f"{rack}-{i}", gpus=2, labels={HOST: f"{rack}-{i}", TOPOLOGY_ZONE: "z", RACK: rack})
+        for rack in ("r1", "r2")
+        for i in range(draw(st.integers(1, 3)))
+    ]
+    terms = st.lists(
+        st.builds(
+            lambda anti, key, app: _term(anti, key, app=app),
+            st.booleans(),
+            st.sampled_from([HOST, RACK]),
+            st.sampled_from(["a", "b"]),
+        ),
+        max_size=2,
     )
+    pods, groups = [], []
+    for g in range(draw(st.integers(1, 3))):
+        size = draw(st.integers(1, 3))
+        where = draw(st.sampled_from([None, None, *(n.name for n in nodes)]))
+        for i in range(size):
+            base = pod(f"g{g}-{i}", f"g{g}", 1, node_name=where)
+            pods.append(_with(base, *draw(terms), app=draw(st.sampled_from(["a", "b"]))))
+        required = draw(st.sampled_from([None, "rack"]))
+        groups.append(constrained(f"g{g}", size, required=required))
+    return cluster(nodes, pods, groups)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_racked_gangs())
+def test_topology_constrained_gangs_keep_their_terms(snap: Snapshot) -> None:
+    for config in (GREEDY, EngineConfig(time_limit_seconds=0.5)):
+        result = run_cycle(snap, config)
+        proposed = [ProposedBinding(b.pod, b.node, b.gpu_groups) for b in result.bindings]
+        assert validate(snap, proposed) == []
 
 
 def test_the_solver_still_packs_the_gangs_no_term_concerns() -> None:
