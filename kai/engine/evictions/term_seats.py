@@ -11,10 +11,12 @@ beside (`kai.engine.pod_affinity`):
 - this cycle's bindings and the seats of the cycle's earlier eviction decisions;
 - the preemptor's pods seated before it.
 
-A gang with an affinity term of its own (a pod it must be near) is still no preemptor:
-a victim could be the pod it wants, and it is gone by the time the gang binds. The
-victim model (CP-SAT) does not see the terms, so such a preemptor's victims are chosen
-by the greedy search alone, and its seats are not moved to idle room afterwards.
+A topology-constrained preemptor is seated so within each candidate domain
+(`topology_seats`). A gang with an affinity term of its own (a pod it must be near) is
+still no preemptor: a victim could be the pod it wants, and it is gone by the time the
+gang binds. The victim model (CP-SAT) does not see the terms, so such a preemptor's
+victims are chosen by the greedy search alone, and its seats are not moved to idle room
+afterwards.
 """
 
 from __future__ import annotations

@@ -39,9 +39,9 @@ def seat_preemptor(
     strategy = state.config.placement_strategy
     topology = inputs.topology
     rules = topology_rules(state, preemptor)
-    if bound_by_terms(state, preemptor):
-        # A domain search does not read the terms: such a gang waits, as in allocation.
-        return seat_by_terms(state, preemptor, room, nodes, meter) if rules is None else None
+    termed = bound_by_terms(state, preemptor)
+    if rules is None and termed:
+        return seat_by_terms(state, preemptor, room, nodes, meter)
     if rules is None:
         return seat_all(
             preemptor.pods,
@@ -66,14 +66,18 @@ def seat_preemptor(
         options = [candidate.nodes for candidate in found]
     for option in options:
         trial = Overlay(room)
-        seats = seat_all(
-            preemptor.pods,
-            trial,
-            option,
-            inputs.eligible_for,
-            strategy,
-            meter,
-            ranked=state.ranked_room(),
+        seats = (
+            seat_by_terms(state, preemptor, trial, option, meter)
+            if termed
+            else seat_all(
+                preemptor.pods,
+                trial,
+                option,
+                inputs.eligible_for,
+                strategy,
+                meter,
+                ranked=state.ranked_room(),
+            )
         )
         if seats is not None and satisfied(rules, running, [(pod, node) for pod, node, _ in seats]):
             room.changed.update(trial.changed)

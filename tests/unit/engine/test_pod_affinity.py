@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kai.api.parse import parse_pod
-from kai.engine.cycle import POD_AFFINITY, run_cycle
+from kai.engine.cycle import POD_AFFINITY, CycleResult, run_cycle
 from kai.engine.model import (
     EngineConfig,
     Pod,
@@ -364,19 +364,24 @@ def test_every_answer_keeps_the_terms_by_the_validators_reading(snap: Snapshot) 
     passed its audit, and the pods its seats wait for keep their terms once its victims
     are gone, beside this cycle's bindings."""
     for config in (GREEDY, EngineConfig(time_limit_seconds=0.5)):
-        result = run_cycle(snap, config)
-        proposed = [ProposedBinding(b.pod, b.node, b.gpu_groups) for b in result.bindings]
-        assert validate(snap, proposed) == []
-        assert result.eviction_report is None or result.eviction_report.validator_violations == 0
-        pods = {p.key: p for p in snap.pods}
-        gone = {eviction.pod for eviction in result.evictions}
-        located = [p for p in snap.pods if p.node and p.key not in gone]
-        located += [
-            dataclasses.replace(pods[b.pod], node=b.node, phase=PodPhase.BOUND)
-            for b in result.bindings
-        ]
-        seats = [(pods[r.pod], r.node) for r in result.pipelined]
-        assert pod_affinity_problems(snap.nodes, located, seats) == []
+        _assert_the_terms_hold(snap, run_cycle(snap, config))
+
+
+def _assert_the_terms_hold(snap: Snapshot, result: CycleResult) -> None:
+    """The bindings pass the validator; every eviction decision passed its audit; the pods
+    its seats wait for keep their terms once its victims are gone, beside this cycle's
+    bindings (the validator's reading)."""
+    proposed = [ProposedBinding(b.pod, b.node, b.gpu_groups) for b in result.bindings]
+    assert validate(snap, proposed) == []
+    assert result.eviction_report is None or result.eviction_report.validator_violations == 0
+    pods = {p.key: p for p in snap.pods}
+    gone = {eviction.pod for eviction in result.evictions}
+    located = [p for p in snap.pods if p.node and p.key not in gone]
+    located += [
+        dataclasses.replace(pods[b.pod], node=b.node, phase=PodPhase.BOUND) for b in result.bindings
+    ]
+    seats = [(pods[r.pod], r.node) for r in result.pipelined]
+    assert pod_affinity_problems(snap.nodes, located, seats) == []
 
 
 def test_a_topology_constrained_gang_keeps_its_terms_inside_its_domain() -> None:
@@ -401,10 +406,35 @@ def test_a_topology_constrained_gang_keeps_its_terms_inside_its_domain() -> None
     assert len({binding.node for binding in run_cycle(snap, GREEDY).bindings}) == 1
 
 
+def test_a_topology_constrained_gang_preempts_with_its_terms_inside_its_domain() -> None:
+    """Two workers that avoid each other, required in one rack, every host full of
+    low-priority pods: they evict one pod on each of a rack's two hosts; rack r2's one
+    host could hold both, and without the terms takes them."""
+
+    def racked(name: str, rack: str) -> Any:
+        return node(name, gpus=2, labels={HOST: name, TOPOLOGY_ZONE: "z", RACK: rack})
+
+    nodes = [racked("r1a", "r1"), racked("r1b", "r1"), racked("r2a", "r2")]
+    lows = [
+        pod(f"low-{n.name}-{i}", f"low-{n.name}-{i}", 1, node_name=n.name)
+        for n in nodes
+        for i in range(2)
+    ]
+    low_groups = [group(p.name, "q", priority=10) for p in lows]
+    for apart, where in ((True, ["r1a", "r1b"]), (False, ["r2a", "r2a"])):
+        terms = (_term(True, app="w"),) if apart else ()
+        workers = [_with(pod(f"w-{i}", "w", 1), *terms, app="w") for i in range(2)]
+        gang = dataclasses.replace(constrained("w", 2, required="rack"), priority=100)
+        result = run_cycle(cluster(nodes, [*lows, *workers], [*low_groups, gang]), GREEDY)
+        assert sorted(r.node for r in result.pipelined) == where
+        assert sorted(e.node for e in result.evictions) == where
+
+
 @st.composite
 def _racked_gangs(draw: st.DrawFn) -> Snapshot:
-    """Two racks of one to three hosts, pods running on some; gangs required in one rack
-    (or not), their pods with random terms over hosts and racks."""
+    """Two racks of one to three hosts, some full of low-priority pods; gangs required in
+    one rack (or not), their pods with random terms over hosts and racks, running or
+    pending, the pending ones at a higher priority, so that they preempt."""
     nodes = [
         node(f"{rack}-{i}", gpus=2, labels={HOST: f"{rack}-{i}", TOPOLOGY_ZONE: "z", RACK: rack})
         for rack in ("r1", "r2")
@@ -420,6 +450,13 @@ def _racked_gangs(draw: st.DrawFn) -> Snapshot:
         max_size=2,
     )
     pods, groups = [], []
+    for n in nodes:  # some hosts full of low-priority pods
+        if draw(st.booleans()):
+            for i in range(2):
+                name = f"low-{n.name}-{i}"
+                filler = pod(name, name, 1, node_name=n.name)
+                pods.append(_with(filler, app=draw(st.sampled_from(["a", "b"]))))
+                groups.append(group(name, "q", priority=10))
     for g in range(draw(st.integers(1, 3))):
         size = draw(st.integers(1, 3))
         where = draw(st.sampled_from([None, None, *(n.name for n in nodes)]))
@@ -427,7 +464,10 @@ def _racked_gangs(draw: st.DrawFn) -> Snapshot:
             base = pod(f"g{g}-{i}", f"g{g}", 1, node_name=where)
             pods.append(_with(base, *draw(terms), app=draw(st.sampled_from(["a", "b"]))))
         required = draw(st.sampled_from([None, "rack"]))
-        groups.append(constrained(f"g{g}", size, required=required))
+        priority = 10 if where else 100
+        groups.append(
+            dataclasses.replace(constrained(f"g{g}", size, required=required), priority=priority)
+        )
     return cluster(nodes, pods, groups)
 
 
@@ -435,9 +475,7 @@ def _racked_gangs(draw: st.DrawFn) -> Snapshot:
 @given(_racked_gangs())
 def test_topology_constrained_gangs_keep_their_terms(snap: Snapshot) -> None:
     for config in (GREEDY, EngineConfig(time_limit_seconds=0.5)):
-        result = run_cycle(snap, config)
-        proposed = [ProposedBinding(b.pod, b.node, b.gpu_groups) for b in result.bindings]
-        assert validate(snap, proposed) == []
+        _assert_the_terms_hold(snap, run_cycle(snap, config))
 
 
 def test_the_solver_still_packs_the_gangs_no_term_concerns() -> None:
