@@ -67,6 +67,7 @@ class PendingExplainer:
         some pod fits no node."""
         self._rejections: dict[tuple[object, ...], str | None] = {}
         self._free_gpus: int | None = None
+        self._free_scalars: dict[str, int] = {}  # per scalar resource, over the nodes after
 
     def explain(self, gang: GangRequest, known: Refusal | None = None) -> Refusal:
         """The reason a gang that passed its own quota check was still not placed.
@@ -104,6 +105,9 @@ class PendingExplainer:
                         f"pod {pod.key} fits no node after this cycle's placements ahead of "
                         f"it in queue order: {reasons}",
                     )
+        short = self._scalar_shortage(gang.core)
+        if short is not None:
+            return Refusal(UNSCHEDULABLE, short)
         if known is not None:
             return known
         if self._free_gpus is None:
@@ -126,6 +130,30 @@ class PendingExplainer:
             f"{together}; it would fit the cluster as it was, but after this cycle's "
             f"placements ahead of it in queue order {shortage}",
         )
+
+    def _scalar_shortage(self, core: Sequence[Pod]) -> str | None:
+        """A scalar resource a gang's pods ask for more of together than the nodes have free
+        after the placements ahead: each pod may fit a node, the gang fits none."""
+        asks: dict[str, int] = {}
+        for pod in core:
+            for name, amount in pod.scalars:
+                asks[name] = asks.get(name, 0) + amount
+        if len(core) < 2:
+            return None
+        for name, need in sorted(asks.items()):
+            free = self._free_scalars.get(name)
+            if free is None:
+                caps = self._after().values()
+                free = self._free_scalars[name] = sum(
+                    max(cap.scalars.get(name, 0), 0) for cap in caps
+                )
+            if need > free:
+                return (
+                    f"gang of {len(core)} pods needs {scalars.in_units(name, need)} {name} "
+                    f"together; {scalars.in_units(name, free)} free after this cycle's "
+                    f"placements ahead of it in queue order"
+                )
+        return None
 
     def explain_waiting(self, gang: GangRequest, left: Sequence[Pod]) -> Refusal:
         """Why pods still wait in a gang that runs, or is placed, at its minimum: an extra

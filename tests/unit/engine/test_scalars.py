@@ -55,6 +55,23 @@ def test_a_pod_goes_only_where_its_resource_is_free_and_the_next_is_told_why() -
         )
 
 
+def test_a_gang_that_asks_for_more_devices_than_are_free_is_told_the_sum() -> None:
+    """Each worker fits the node with the one RDMA device; the two together fit nowhere."""
+    snap = snapshot(
+        [node("n0", gpus=8, scalars={RDMA: 1}), node("n1", gpus=8)],
+        [pod(f"w-{i}", "w", 1, scalars={RDMA: 1}) for i in range(2)],
+        [group("w", "q", min_member=2)],
+        [queue("q")],
+    )
+    for config in (GREEDY, SOLVER):
+        result = run_cycle(snap, config)
+        assert result.bindings == ()
+        assert result.groups["ns/w"].message == (
+            f"gang of 2 pods needs 2 {RDMA} together; 1 free after this cycle's placements "
+            "ahead of it in queue order"
+        )
+
+
 def test_the_solver_still_packs_gangs_that_ask_for_one() -> None:
     """A gang of 4, 4, 3, 3, 3, 3 GPUs fits two 10-GPU nodes only as CP-SAT packs it (the
     greedy pass strands a 3); two of the 3-GPU pods ask for the one RDMA device of a node."""
