@@ -226,6 +226,6 @@ def total_allocatable(nodes: Iterable[Node]) -> Resources:
     for node in nodes:
         if node.ready:
             total.add(node.allocatable)
-            if node.scalar_gpus:  # MIG slices count their compute slices, as KAI counts them
+            if node.scalar_gpus:  # MIG slices and AMD devices, counted as KAI counts them
                 total.add(Resources.of(gpu=node.scalar_gpus))
     return total.total()

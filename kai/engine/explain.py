@@ -134,12 +134,12 @@ class PendingExplainer:
     def _scalar_shortage(self, core: Sequence[Pod]) -> str | None:
         """A scalar resource a gang's pods ask for more of together than the nodes have free
         after the placements ahead: each pod may fit a node, the gang fits none."""
+        if len(core) < 2:
+            return None  # a lone pod's words name the node's shortage
         asks: dict[str, int] = {}
         for pod in core:
             for name, amount in pod.scalars:
                 asks[name] = asks.get(name, 0) + amount
-        if len(core) < 2:
-            return None
         for name, need in sorted(asks.items()):
             free = self._free_scalars.get(name)
             if free is None:
