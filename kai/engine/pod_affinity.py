@@ -20,6 +20,7 @@ the eviction actions leave such a gang waiting. The validator checks the terms o
 
 from __future__ import annotations
 
+import copy
 import functools
 import itertools
 from collections import Counter
@@ -89,6 +90,30 @@ class _Indexed:
         return _by_labels(self._closing, pod)
 
 
+class _Source(Protocol):
+    """Pods at nodes, as a pod's terms read them (`_Indexed`, or a view of one)."""
+
+    def may_be_selected(self, term: PodAffinityTerm) -> Sequence[tuple[Pod, str]]: ...
+
+    def may_close(self, pod: Pod) -> Iterator[tuple[Pod, str, PodAffinityTerm]]: ...
+
+
+@dataclass(frozen=True)
+class _Leaving:
+    """The pods on nodes but those leaving (`PodAffinity.without`): an evicted pod's room
+    is free, and its terms and labels no longer count where it ran (placed again, it counts
+    where it goes)."""
+
+    on_nodes: _Indexed
+    gone: frozenset[str]
+
+    def may_be_selected(self, term: PodAffinityTerm) -> Sequence[tuple[Pod, str]]:
+        return [(p, n) for p, n in self.on_nodes.may_be_selected(term) if p.key not in self.gone]
+
+    def may_close(self, pod: Pod) -> Iterator[tuple[Pod, str, PodAffinityTerm]]:
+        return (entry for entry in self.on_nodes.may_close(pod) if entry[0].key not in self.gone)
+
+
 class PodAffinity:
     """The cycle's inter-pod terms over its nodes, the pods on them and what it places."""
 
@@ -103,6 +128,16 @@ class PodAffinity:
         self._concerned: dict[str, bool] = {}
         # Each pass's placements, indexed as they grow (a pass only adds to them).
         self._passes: dict[int, tuple[Mapping[str, Placed], _Indexed]] = {}
+        self._gone: frozenset[str] = frozenset()
+
+    def without(self, gone: Iterable[str]) -> PodAffinity:
+        """These terms as they will read once the pods `gone` (by key: evicted) have left
+        their nodes: an eviction's seats and the look at the next cycle read them so. The
+        view shares this object's indexes."""
+        self._on_nodes  # built here, so that the view shares it  # noqa: B018
+        view = copy.copy(self)
+        view._gone = self._gone | frozenset(gone)
+        return view
 
     def concerns(self, pod: Pod) -> bool:
         """Whether a term concerns where `pod` may go: its own, or another pod's that selects
@@ -167,7 +202,8 @@ class PodAffinity:
         return index
 
     def _domains(self, pod: Pod, placed: Mapping[str, Placed], mates: Sequence[Placed]) -> _Domains:
-        sources = (self._on_nodes, self._pass(placed))
+        on_nodes: _Source = _Leaving(self._on_nodes, self._gone) if self._gone else self._on_nodes
+        sources = (on_nodes, self._pass(placed))
         around = [(mate.pod, mate.node) for mate in mates]
         closed: dict[str, set[str]] = {}  # topology key -> domains closed to the pod
         for term in pod.pod_terms:
@@ -192,7 +228,7 @@ class PodAffinity:
         self,
         term: PodAffinityTerm,
         pod: Pod,
-        sources: Sequence[_Indexed],
+        sources: Sequence[_Source],
         around: Sequence[tuple[Pod, str]],
     ) -> set[str]:
         """The domains of the term's key that run a pod it selects, `pod` itself aside."""

@@ -314,7 +314,8 @@ def _try(
 ) -> Scenario | Verdict | None:
     """The scenario if this set of victims works; the rules' refusal, or None if pods do not fit."""
     trial = Overlay(room)
-    seats = seat_preemptor(state, preemptor, trial, candidates, meter)
+    leaving = {pod for pods in chosen.values() for pod in pods}
+    seats = seat_preemptor(state, preemptor, trial, candidates, meter, leaving)
     if seats is None:
         return None
     evicted = {key: frozenset(pods) for key, pods in chosen.items() if pods}

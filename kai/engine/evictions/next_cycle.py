@@ -28,6 +28,7 @@ from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.room import release
 from kai.engine.evictions.scenario import Scenario
 from kai.engine.evictions.state import EvictionState
+from kai.engine.evictions.term_seats import bound_by_terms
 from kai.engine.gangs import GangRequest, build_gang_requests, pod_resources
 from kai.engine.greedy import AllocationOutcome, KaiOrder, allocate_on_index
 from kai.engine.job_order import Offer
@@ -103,6 +104,9 @@ def _look(state: EvictionState, index: NodeIndex, preemptor: Preemptor, scenario
         gangs.append(preemptor.gang)
     preemptor_pods = [pod.key for pod in preemptor.pods]
     victim_pods = [pod.key for pods in victims.values() for pod in pods]
+    # A preemptor inter-pod terms concern reads them as the next cycle will: the victims
+    # gone (a gang that wants a pod nearby must not count on one that is leaving).
+    order = state.order_without(victim_pods) if bound_by_terms(state, preemptor) else state.order
     looked = -1  # how many pods were placed when the preemptor's chances were last looked at
 
     def settled(offer: Offer, outcome: AllocationOutcome) -> bool:
@@ -117,9 +121,9 @@ def _look(state: EvictionState, index: NodeIndex, preemptor: Preemptor, scenario
         if len(placed) == looked:
             return False
         looked = len(placed)
-        return placeable_nowhere(preemptor.gang, index, ledger, state.order)
+        return placeable_nowhere(preemptor.gang, index, ledger, order)
 
-    outcome = allocate_on_index(gangs, index, ledger, state.order, settled, pending, victims)
+    outcome = allocate_on_index(gangs, index, ledger, order, settled, pending, victims)
     placed, attempts = outcome.placements, len(outcome.offers)
     if any(key in placed for key in preemptor_pods):
         return Look(NextCycle.KEEPS, None, attempts)

@@ -312,6 +312,15 @@ class EvictionState:
             found = self._allocatable[queue] = allocatable_share(share, self.inputs.queues[queue])
         return found
 
+    def order_without(self, gone: Iterable[str]) -> KaiOrder:
+        """KAI's order as the next cycle would follow it once the pods `gone` (and those
+        evicted before) have left: its inter-pod terms read without them."""
+        order = self.order
+        if order.pod_affinity is None:
+            return order
+        view = order.pod_affinity.without([*self.evicted, *gone])
+        return dataclasses.replace(order, pod_affinity=view, rankings=order.rankings)
+
     def placed_for_terms(self) -> Mapping[str, PodPlacement]:
         """This cycle's bindings and its eviction decisions' seats so far, by pod: what
         inter-pod terms read beside the pods on nodes (`term_seats`). One mapping while no

@@ -1,27 +1,31 @@
-"""Seats for a preemptor whose pods inter-pod anti-affinity concerns: its terms kept.
+"""Seats for a preemptor whose pods inter-pod terms concern: its terms kept.
 
-Before this, such a gang was no preemptor at all: the eviction actions seat pods without
-the terms, and a high-priority replica that must avoid its siblings could have been seated
-beside one. Now it may preempt and reclaim, seated here pod by pod where the terms hold
-beside (`kai.engine.pod_affinity`):
+The eviction actions seat a preemptor's pods on the room its victims leave. For a gang
+the terms concern (its own, or another pod's that selects it) that seating must read
+them, or a replica that must avoid its siblings could be seated beside one. Here its pods
+are seated one by one where the terms hold (`kai.engine.pod_affinity`) beside:
 
-- every pod on a node, the victims too: a victim's room is free once it leaves, but an
-  anti-affinity term that it matches still closes its domain here. That is conservative
-  (the pod waits rather than count on a victim leaving), never wrong;
+- every pod on a node but those leaving: the decision's victims (when the search knows
+  them; otherwise they count as staying, which keeps an anti-affinity term conservative)
+  and the cycle's earlier victims;
 - this cycle's bindings and the seats of the cycle's earlier eviction decisions;
 - the preemptor's pods seated before it.
 
-A topology-constrained preemptor is seated so within each candidate domain
-(`topology_seats`). A gang with an affinity term of its own (a pod it must be near) is
-still no preemptor: a victim could be the pod it wants, and it is gone by the time the
-gang binds. The victim model (CP-SAT) does not see the terms, so such a preemptor's
-victims are chosen by the greedy search alone, and its seats are not moved to idle room
-afterwards.
+The look at the next cycle reads the terms without the victims too (`next_cycle`). A
+topology-constrained preemptor is seated so within each candidate domain
+(`topology_seats`). The victim model (CP-SAT) does not see the terms, so such a
+preemptor's victims are chosen by the greedy search alone, and its seats are not moved to
+idle room afterwards.
+
+A gang with an affinity term of its own (a pod it must be near) is no preemptor: a later
+decision of the same cycle may evict the pod its seat counts on, and its own victims would
+have left for nothing. Evictions only ever open an anti-affinity term's domains, so a
+seat kept apart stays kept apart.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.room import Meter, Overlay, Seat, seat_all
@@ -49,11 +53,13 @@ def seat_by_terms(
     room: Overlay,
     nodes: Iterable[str],
     meter: Meter | None = None,
+    leaving: Collection[str] = (),
 ) -> list[Seat] | None:
-    """The preemptor's pods seated on `nodes` where the terms hold, or None; `room` keeps
-    the seats taken."""
-    affinity = state.inputs.pod_affinity
-    assert affinity is not None
+    """The preemptor's pods seated on `nodes` where the terms hold once the pods `leaving`
+    (by key: the decision's victims) are gone, or None; `room` keeps the seats taken."""
+    terms = state.inputs.pod_affinity
+    assert terms is not None
+    affinity = terms.without([*state.evicted, *leaving])
     placed = state.placed_for_terms()
     usable = list(nodes)
     seats: list[Seat] = []

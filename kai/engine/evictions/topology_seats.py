@@ -10,7 +10,7 @@ capacity the gang may not use, and the victims would be evicted for nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.room import Meter, Overlay, Seat, seat_all
@@ -32,16 +32,18 @@ def seat_preemptor(
     room: Overlay,
     nodes: Iterable[str],
     meter: Meter | None = None,
+    leaving: Collection[str] = (),
 ) -> list[Seat] | None:
     """The preemptor's pods seated on `nodes` within its topology, or None; `room` keeps
-    the seats taken when they are found."""
+    the seats taken when they are found. `leaving`: the pods the seats' room is freed of
+    (by key), which inter-pod terms read as gone."""
     inputs = state.inputs
     strategy = state.config.placement_strategy
     topology = inputs.topology
     rules = topology_rules(state, preemptor)
     termed = bound_by_terms(state, preemptor)
     if rules is None and termed:
-        return seat_by_terms(state, preemptor, room, nodes, meter)
+        return seat_by_terms(state, preemptor, room, nodes, meter, leaving)
     if rules is None:
         return seat_all(
             preemptor.pods,
@@ -67,7 +69,7 @@ def seat_preemptor(
     for option in options:
         trial = Overlay(room)
         seats = (
-            seat_by_terms(state, preemptor, trial, option, meter)
+            seat_by_terms(state, preemptor, trial, option, meter, leaving)
             if termed
             else seat_all(
                 preemptor.pods,

@@ -238,27 +238,61 @@ def test_a_gangs_workers_preempt_one_per_node() -> None:
     assert sorted(seats.values()) == ["n0", "n1"]
 
 
-def test_a_gang_with_an_affinity_term_is_no_preemptor_and_no_termed_pod_is_moved() -> None:
-    """A victim could be the pod its affinity wants, gone by the time it binds: such a gang
-    waits for room. Consolidation does not re-place a running pod a term concerns."""
-    low = dataclasses.replace(group("low", "q"), priority=10)
-    high = dataclasses.replace(group("high", "q"), priority=100)
+def test_a_gang_that_wants_a_pod_nearby_is_no_preemptor() -> None:
+    """A later decision of the cycle could evict the pod its seat counts on: it waits for
+    room. Here a db pod that stays runs on n0 beside a low-priority pod; without the term
+    the pod preempts."""
+    near_db = _term(False, app="db")
+    nodes, lows, groups = _full_hosts("n1", gpus=1)
     snap = snapshot(
-        [_host("n0", 1)],
+        [_host("n0", 2), *nodes],
         [
-            _with(pod("low-0", "low", 1, node_name="n0"), app="db"),
-            _with(pod("high-0", "high", 1), _term(False, app="db"), app="web"),
+            _with(pod("db-0", "db", 1, node_name="n0"), app="db"),
+            pod("low-n0-0", "low-n0-0", 1, node_name="n0"),
+            *lows,
+            _with(pod("high-0", "high", 1), near_db, app="web"),
         ],
-        [low, high],
+        [
+            group("db", "q", priority=100),
+            dataclasses.replace(group("low-n0-0", "q"), priority=10),
+            *groups,
+            group("high", "q", priority=100),
+        ],
         [queue("q")],
     )
     result = run_cycle(snap, GREEDY)
     assert (result.evictions, result.bindings) == ((), ())
-    without_term = dataclasses.replace(
-        snap, pods=(snap.pods[0], dataclasses.replace(snap.pods[1], pod_terms=()))
+    plain = dataclasses.replace(
+        snap, pods=(*snap.pods[:-1], dataclasses.replace(snap.pods[-1], pod_terms=()))
     )
-    assert [e.pod for e in run_cycle(without_term, GREEDY).evictions] == ["ns/low-0"]
+    assert len(run_cycle(plain, GREEDY).evictions) == 1
 
+
+def test_a_replica_may_take_the_place_of_the_replica_it_evicts() -> None:
+    """The low-priority replica on n0 is the only pod the pending one may evict; once it
+    leaves, its anti-affinity leaves with it, and the pending replica waits on n0."""
+    apart = _term(True, app="web")
+    snap = snapshot(
+        [_host("n0", 1), _host("n1", 1)],
+        [
+            _with(pod("old-0", "old", 1, node_name="n0"), apart, app="web"),
+            pod("db-0", "db", 1, node_name="n1"),
+            _with(pod("new-0", "new", 1), apart, app="web"),
+        ],
+        [
+            group("old", "q", priority=10),
+            group("db", "q", priority=100),
+            group("new", "q", priority=100),
+        ],
+        [queue("q")],
+    )
+    result = run_cycle(snap, GREEDY)
+    assert [e.pod for e in result.evictions] == ["ns/old-0"]
+    assert {r.pod: r.node for r in result.pipelined} == {"ns/new-0": "n0"}
+
+
+def test_consolidation_moves_no_pod_a_term_concerns() -> None:
+    """Consolidation re-places pods without their terms: it moves none a term concerns."""
     # Victim order would move c first (b otherwise); c's term keeps it where it is.
     guard = _with(pod("c-0", "c", 1, node_name="n0"), _term(True, app="x"))
     moving = snapshot(
