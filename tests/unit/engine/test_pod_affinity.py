@@ -177,32 +177,39 @@ def _seats(snap: Snapshot, config: EngineConfig = GREEDY) -> dict[str, str]:
     return {record.pod: record.node for record in run_cycle(snap, config).pipelined}
 
 
-def test_a_replica_preempts_where_its_anti_affinity_holds() -> None:
-    """web-0 runs on n0, full beside a low-priority pod; n1 is full of them. The pending
-    high-priority replica must avoid web-0: it preempts on n1, not n0 (bin-packing's pick
-    without the term), with the solver's victim search or without."""
+def _beside(running: Pod, pending: Pod) -> Snapshot:
+    """`running` (priority 100) on n0 beside the least important pod of all (priority 5,
+    the first victim by KAI's order); n1 full of low-priority pods; `pending` (priority
+    100) waits."""
     nodes, lows, groups = _full_hosts("n1")
-    apart = _term(True, app="web")
-    snap = snapshot(
+    return snapshot(
         [_host("n0", 2), *nodes],
+        [running, pod("low-n0-0", "low-n0-0", 1, node_name="n0"), *lows, pending],
         [
-            _with(pod("web0-0", "web0", 1, node_name="n0"), apart, app="web"),
-            pod("low-n0-0", "low-n0-0", 1, node_name="n0"),
-            *lows,
-            _with(pod("web1-0", "web1", 1), apart, app="web"),
-        ],
-        [
-            group("web0", "q", priority=100),
-            dataclasses.replace(group("low-n0-0", "q"), priority=10),
+            group(running.group.split("/")[1], "q", priority=100),
+            dataclasses.replace(group("low-n0-0", "q"), priority=5),
             *groups,
-            group("web1", "q", priority=100),
+            group(pending.group.split("/")[1], "q", priority=100),
         ],
         [queue("q")],
+    )
+
+
+def test_a_replica_preempts_where_its_anti_affinity_holds() -> None:
+    """web-0 runs on n0 beside the first victim by KAI's order; n1 is full of low-priority
+    pods. The pending replica must avoid web-0: it preempts on n1, not n0 (the pick
+    without the term), with the solver's victim search or without."""
+    apart = _term(True, app="web")
+    snap = _beside(
+        _with(pod("web0-0", "web0", 1, node_name="n0"), apart, app="web"),
+        _with(pod("web1-0", "web1", 1), apart, app="web"),
     )
     for config in (GREEDY, EngineConfig(time_limit_seconds=1.0, solver_workers=1)):
         result = run_cycle(snap, config)
         assert [e.node for e in result.evictions] == ["n1"]
         assert {r.pod: r.node for r in result.pipelined} == {"ns/web1-0": "n1"}
+    plain = _beside(pod("web0-0", "web0", 1, node_name="n0"), pod("web1-0", "web1", 1))
+    assert [e.node for e in run_cycle(plain, GREEDY).evictions] == ["n0"]
 
 
 def test_replicas_preempting_in_one_cycle_keep_apart() -> None:
@@ -243,22 +250,9 @@ def test_a_gang_that_wants_a_pod_nearby_is_no_preemptor() -> None:
     room. Here a db pod that stays runs on n0 beside a low-priority pod; without the term
     the pod preempts."""
     near_db = _term(False, app="db")
-    nodes, lows, groups = _full_hosts("n1", gpus=1)
-    snap = snapshot(
-        [_host("n0", 2), *nodes],
-        [
-            _with(pod("db-0", "db", 1, node_name="n0"), app="db"),
-            pod("low-n0-0", "low-n0-0", 1, node_name="n0"),
-            *lows,
-            _with(pod("high-0", "high", 1), near_db, app="web"),
-        ],
-        [
-            group("db", "q", priority=100),
-            dataclasses.replace(group("low-n0-0", "q"), priority=10),
-            *groups,
-            group("high", "q", priority=100),
-        ],
-        [queue("q")],
+    snap = _beside(
+        _with(pod("db-0", "db", 1, node_name="n0"), app="db"),
+        _with(pod("high-0", "high", 1), near_db, app="web"),
     )
     result = run_cycle(snap, GREEDY)
     assert (result.evictions, result.bindings) == ((), ())
@@ -326,6 +320,20 @@ def test_the_validator_checks_the_terms_on_its_own() -> None:
     ]
 
 
+def _random_terms(*keys: str) -> st.SearchStrategy[list[PodAffinityTerm]]:
+    """Up to two terms, affinity or anti-affinity, over these topology keys, selecting
+    app a or b."""
+    return st.lists(
+        st.builds(
+            lambda anti, key, app: _term(anti, key, app=app),
+            st.booleans(),
+            st.sampled_from(keys),
+            st.sampled_from(["a", "b"]),
+        ),
+        max_size=2,
+    )
+
+
 @st.composite
 def _clusters(draw: st.DrawFn) -> Snapshot:
     """Up to four nodes in two zones; pods on them and pending, each with labels and terms,
@@ -333,18 +341,7 @@ def _clusters(draw: st.DrawFn) -> Snapshot:
     apps = st.sampled_from(["a", "b"])
 
     def with_terms(base: Pod) -> Pod:
-        terms = draw(
-            st.lists(
-                st.builds(
-                    lambda anti, key, app: _term(anti, key, app=app),
-                    st.booleans(),
-                    st.sampled_from([HOST, ZONE]),
-                    apps,
-                ),
-                max_size=2,
-            )
-        )
-        return _with(base, *terms, app=draw(apps))
+        return _with(base, *draw(_random_terms(HOST, ZONE)), app=draw(apps))
 
     count = draw(st.integers(1, 4))
     nodes = [_host(f"n{i}", 2, zone="z0" if i < 2 else "z1") for i in range(count)]
@@ -364,15 +361,7 @@ def _crowded(draw: st.DrawFn) -> Snapshot:
     """Two to four full hosts in two zones, their low-priority pods labelled and some with
     terms; one to three high-priority gangs pending, with terms: preemption's ground."""
     apps = st.sampled_from(["a", "b"])
-    terms = st.lists(
-        st.builds(
-            lambda anti, key, app: _term(anti, key, app=app),
-            st.booleans(),
-            st.sampled_from([HOST, ZONE]),
-            apps,
-        ),
-        max_size=2,
-    )
+    terms = _random_terms(HOST, ZONE)
     count = draw(st.integers(2, 4))
     nodes = [_host(f"n{i}", 2, zone="z0" if i < 2 else "z1") for i in range(count)]
     pods, groups = [], []
@@ -474,15 +463,7 @@ def _racked_gangs(draw: st.DrawFn) -> Snapshot:
         for rack in ("r1", "r2")
         for i in range(draw(st.integers(1, 3)))
     ]
-    terms = st.lists(
-        st.builds(
-            lambda anti, key, app: _term(anti, key, app=app),
-            st.booleans(),
-            st.sampled_from([HOST, RACK]),
-            st.sampled_from(["a", "b"]),
-        ),
-        max_size=2,
-    )
+    terms = _random_terms(HOST, RACK)
     pods, groups = [], []
     for n in nodes:  # some hosts full of low-priority pods
         if draw(st.booleans()):
