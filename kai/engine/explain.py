@@ -58,7 +58,9 @@ class PendingExplainer:
         self._closed_by_terms = closed_by_terms
         self._budget = budget_after
         self._before = capacity_before
-        self._after = capacity_after
+        self._after = functools.cache(capacity_after)
+        """The nodes after this cycle's placements: built once (a node index over every
+        node), and only if some explanation reads them."""
         self._nodes = nodes
         self._memory_mib = accounting_memory_mib
         self._stuck = functools.cache(stuck_gpus)

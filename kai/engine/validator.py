@@ -169,6 +169,8 @@ def _scalar_problems(
     the node beyond its allocatable. Only those a new binding asks for: a node another
     scheduler over-committed on a resource is no reason to refuse a pod that asks none."""
     asked = sorted({name for pod, _ in residents if pod.key in new for name, _ in pod.scalars})
+    if not asked:
+        return []
     allocatable = dict(node.scalars)
     problems = []
     for name in asked:
