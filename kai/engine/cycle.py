@@ -63,6 +63,7 @@ from kai.engine.resources import exact_sum
 from kai.engine.topology import TopologyIndex
 from kai.engine.unhonoured import unhonoured_refusal
 from kai.engine.validator import ProposedBinding, validate, validate_after_evictions
+from kai.engine.volumes import volume_refusal
 
 if TYPE_CHECKING:  # OR-Tools is imported only when a cycle needs the solver (see `_solve`)
     from kai.engine.solver.optimize import Optimized
@@ -181,7 +182,8 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
         if request.missing > 0:
             decisions[request.key] = _pending(request.group, explain_incomplete(request))
             continue
-        unhonoured = unhonoured_refusal((*request.core, *request.elastic))
+        asking = (*request.core, *request.elastic)
+        unhonoured = unhonoured_refusal(asking) or volume_refusal(asking)
         if unhonoured is not None:
             decisions[request.key] = _unhonoured(request, unhonoured)
             continue

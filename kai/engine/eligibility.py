@@ -1,5 +1,6 @@
 """Which nodes a pod may use: node readiness, cordons, taints, nodeSelector, required node
-affinity, and the kind of GPU ask a MIG-enabled node takes (`kai.engine.mig`).
+affinity, the nodes its volumes can be used from (`kai.api.volumes`), and the kind of GPU
+ask a MIG-enabled node takes (`kai.engine.mig`).
 
 These are the predicates KAI borrows from kube-scheduler's filter plugins. They
 depend only on the node and the pod's `Placement`, so the engine evaluates them once
@@ -44,14 +45,26 @@ def _labels_match(labels: dict[str, str], node: Node, placement: Placement) -> b
 
 
 def _affinity_holds(labels: dict[str, str], node: Node, placement: Placement) -> bool:
-    return not placement.affinity_terms or any(
-        all(_requirement_holds(req, labels, node.name) for req in term)
-        for term in placement.affinity_terms
+    return _terms_hold(placement.affinity_terms, labels, node) and _volumes_hold(
+        labels, node, placement
+    )
+
+
+def _volumes_hold(labels: dict[str, str], node: Node, placement: Placement) -> bool:
+    return all(_terms_hold(terms, labels, node) for terms in placement.volume_terms)
+
+
+def _terms_hold(
+    terms: tuple[tuple[Requirement, ...], ...], labels: dict[str, str], node: Node
+) -> bool:
+    """Node affinity's rule: no terms, or one whose requirements all hold."""
+    return not terms or any(
+        all(_requirement_holds(req, labels, node.name) for req in term) for term in terms
     )
 
 
 def _selects(placement: Placement) -> bool:
-    return bool(placement.node_selector or placement.affinity_terms)
+    return bool(placement.node_selector or placement.affinity_terms or placement.volume_terms)
 
 
 _NodeState = tuple[tuple[Taint, ...], bool, bool, str | None]
@@ -132,8 +145,10 @@ def rejection_reason(node: Node, placement: Placement) -> str | None:
     for key, value in placement.node_selector:
         if labels.get(key) != value:
             return f"nodeSelector {key}={value} does not match"
-    if not _affinity_holds(labels, node, placement):
+    if not _terms_hold(placement.affinity_terms, labels, node):
         return "required node affinity does not match"
+    if not _volumes_hold(labels, node, placement):
+        return "a volume of the pod cannot be used here (its node affinity does not match)"
     for taint in node.taints:
         if taint.effect in _HARD_EFFECTS and not _tolerated(taint, placement.tolerations):
             return f"taint {taint.key}={taint.value or ''}:{taint.effect} is not tolerated"

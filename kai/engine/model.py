@@ -143,13 +143,15 @@ class PodAffinityTerm:
 @dataclass(frozen=True, slots=True)
 class Placement:
     """Where a pod may go: nodeSelector, required node affinity (OR of ANDed terms),
-    tolerations, and the kind of its GPU ask, which MIG-enabled nodes read (`kai.engine.mig`;
-    `Pod` sets it from its own ask)."""
+    tolerations, the kind of its GPU ask, which MIG-enabled nodes read (`kai.engine.mig`;
+    `Pod` sets it from its own ask), and the nodes its volumes can be used from: each
+    claim's terms, ORed as node affinity's, all of them to hold (`kai.api.volumes`)."""
 
     node_selector: tuple[tuple[str, str], ...] = ()
     affinity_terms: tuple[tuple[Requirement, ...], ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     gpu_kind: str = ""
+    volume_terms: tuple[tuple[tuple[Requirement, ...], ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +175,7 @@ class Pod:
     labels: tuple[tuple[str, str], ...] = ()  # what inter-pod affinity terms select by
     pod_terms: tuple[PodAffinityTerm, ...] = ()  # its required inter-pod affinity terms
     scalars: Scalars = ()  # extended resources, hugepages, ephemeral storage it asks of a node
+    volume_wait: str | None = None  # why a claim of its volumes keeps it off every node
     # Derived once: placement loops compare these millions of times, and exact
     # Fractions (or an f-string per access) would dominate the cycle.
     key: str = field(init=False, repr=False, compare=False)

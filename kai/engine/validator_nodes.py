@@ -1,8 +1,9 @@
 """The validator's own node predicates: may this pod run on that node at all?
 
 A second implementation, by design, of what `kai.engine.eligibility` decides for the
-engine (readiness, cordons, nodeSelector, required node affinity, NoSchedule and
-NoExecute taints, and the GPU asks a MIG-enabled node takes). It is written from the Kubernetes rules, not from the engine's
+engine (readiness, cordons, nodeSelector, required node affinity, the node affinity of
+the pod's volumes, NoSchedule and NoExecute taints, and the GPU asks a MIG-enabled node
+takes). It is written from the Kubernetes rules, not from the engine's
 code, so that a bug in the engine's filter cannot vouch for itself; a differential
 test keeps the two in agreement.
 """
@@ -29,6 +30,10 @@ def may_run_on(node: Node, placement: Placement) -> bool:
     terms = placement.affinity_terms
     if terms and not any(_term_matches(term, labels, node.name) for term in terms):
         return False
+    # Each volume's terms are read as node affinity's, and every volume must be reachable.
+    for volume_terms in placement.volume_terms:
+        if volume_terms and not any(_term_matches(t, labels, node.name) for t in volume_terms):
+            return False
     for taint in node.taints:
         if taint.effect in _BLOCKING_EFFECTS and not _some_toleration_covers(
             placement.tolerations, taint

@@ -162,10 +162,13 @@ requirements = st.builds(
     st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Bogus"]),
     st.lists(VALUES, max_size=2).map(tuple),
 )
+node_terms = st.lists(st.lists(requirements, min_size=1, max_size=3).map(tuple), max_size=2).map(
+    tuple
+)
 placements = st.builds(
     Placement,
     st.lists(st.tuples(KEYS.filter(lambda k: k != "metadata.name"), VALUES), max_size=2).map(tuple),
-    st.lists(st.lists(requirements, min_size=1, max_size=3).map(tuple), max_size=2).map(tuple),
+    node_terms,
     st.lists(
         st.builds(
             Toleration,
@@ -176,6 +179,7 @@ placements = st.builds(
         ),
         max_size=3,
     ).map(tuple),
+    volume_terms=st.lists(node_terms, max_size=2).map(tuple),  # each claim's volume's terms
 )
 nodes = st.builds(
     lambda labels, taints, ready, cordoned: node(
