@@ -16,6 +16,7 @@ QUEUE_API_VERSION: Final = "scheduling.run.ai/v2"
 POD_GROUP_API_VERSION: Final = "scheduling.run.ai/v2alpha2"
 PRIORITY_CLASS_API_VERSION: Final = "scheduling.k8s.io/v1"
 CORE_API_VERSION: Final = "v1"
+STORAGE_API_VERSION: Final = "storage.k8s.io/v1"
 
 # Pod labels and annotations (kai-semantics §4.1, §4.2).
 QUEUE_LABEL: Final = "kai.scheduler/queue"

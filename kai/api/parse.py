@@ -18,6 +18,7 @@ from kai.api.constants import (
     POD_GROUP_API_VERSION,
     PRIORITY_CLASS_API_VERSION,
     QUEUE_API_VERSION,
+    STORAGE_API_VERSION,
     default_priority_classes,
 )
 from kai.api.corev1 import PriorityClass
@@ -26,7 +27,9 @@ from kai.api.nodes import parse_node
 from kai.api.podgroups import parse_pod_group
 from kai.api.pods import annotated_pod_group_key, parse_pod
 from kai.api.queues import parse_queue, queue_warnings, validate_queue_tree
+from kai.api.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
 from kai.api.topologies import TOPOLOGY_API_VERSION, parse_topology
+from kai.api.volumes import VolumeObjects
 from kai.engine.model import Node, Pod, PodGroup, Queue, Topology
 
 __all__ = [
@@ -41,6 +44,7 @@ __all__ = [
     "parse_queue",
     "queue_warnings",
     "validate_queue_tree",
+    "volume_objects",
 ]
 
 # kind -> (apiVersion kai reads, whether the kind is namespaced)
@@ -51,6 +55,14 @@ _KINDS: Mapping[str, tuple[str, bool]] = {
     "PodGroup": (POD_GROUP_API_VERSION, True),
     "PriorityClass": (PRIORITY_CLASS_API_VERSION, False),
     "Topology": (TOPOLOGY_API_VERSION, False),
+    "PersistentVolumeClaim": (CORE_API_VERSION, True),
+    "PersistentVolume": (CORE_API_VERSION, False),
+    "StorageClass": (STORAGE_API_VERSION, False),
+}
+_STORAGE_MODELS = {
+    "PersistentVolumeClaim": PersistentVolumeClaim,
+    "PersistentVolume": PersistentVolume,
+    "StorageClass": StorageClass,
 }
 
 
@@ -85,6 +97,11 @@ class ParsedObjects:
     pod_groups: list[PodGroup] = field(default_factory=list)
     topologies: list[Topology] = field(default_factory=list)
     priority_classes: dict[str, int] = field(default_factory=default_priority_classes)
+    storage: dict[str, dict[str, Mapping[str, Any]]] = field(
+        default_factory=lambda: {kind: {} for kind in _STORAGE_MODELS}
+    )
+    """Claims ("namespace/name"), volumes and StorageClasses by kind, as given: the pods'
+    claims are read against them all together (`kai.api.volumes`)."""
     others: list[SourcedObject] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     """One line each: `FILE: Kind namespace/name: field: message`."""
@@ -181,6 +198,10 @@ def _parse_one(parsed: ParsedObjects, item: SourcedObject, ref: ObjectRef) -> No
         parsed.warnings += _lines(item.source, queue_warnings(manifest))
     elif ref.kind == "Topology":
         parsed.topologies.append(parse_topology(manifest))
+    elif ref.kind in _STORAGE_MODELS:
+        validated(_STORAGE_MODELS[ref.kind], ref, manifest)
+        key = f"{ref.namespace}/{ref.name}" if ref.namespace else ref.name
+        parsed.storage[ref.kind][key] = manifest
     elif ref.kind == "PodGroup":
         group = parse_pod_group(manifest, parsed.priority_classes)
         parsed.pod_groups.append(group)
@@ -191,6 +212,14 @@ def _parse_one(parsed: ParsedObjects, item: SourcedObject, ref: ObjectRef) -> No
                 f"the group gets priority {group.priority}",
             )
             parsed.warnings += _lines(item.source, [missing])
+
+
+def volume_objects(parsed: ParsedObjects) -> VolumeObjects:
+    """The claims, volumes and StorageClasses read, for the pods' claims."""
+    storage = parsed.storage
+    return VolumeObjects(
+        storage["PersistentVolumeClaim"], storage["PersistentVolume"], storage["StorageClass"]
+    )
 
 
 def _lines(source: str, findings: Iterable[ManifestError | ManifestWarning]) -> list[str]:

@@ -41,21 +41,29 @@ def _affinity_terms(
     selector = required.required_during_scheduling_ignored_during_execution if required else None
     if selector is None:
         return ()
+    return node_selector_terms(ref, _TERMS_PATH, selector, errors)
+
+
+def node_selector_terms(
+    ref: ObjectRef, path: str, selector: corev1.NodeSelector, errors: list[ManifestError]
+) -> tuple[tuple[Requirement, ...], ...]:
+    """A NodeSelector's terms (ORed, each ANDed), as a pod's node affinity or a volume's;
+    `path`: where its `nodeSelectorTerms` are, for the errors appended to `errors`."""
     terms: list[tuple[Requirement, ...]] = []
     for index, term in enumerate(selector.node_selector_terms):
-        path = f"{_TERMS_PATH}[{index}]"
+        at = f"{path}[{index}]"
         requirements = [
-            _requirement(ref, f"{path}.matchExpressions[{i}]", expression, errors)
+            _requirement(ref, f"{at}.matchExpressions[{i}]", expression, errors)
             for i, expression in enumerate(term.match_expressions)
         ] + [
-            _field_requirement(ref, f"{path}.matchFields[{i}]", expression, errors)
+            _field_requirement(ref, f"{at}.matchFields[{i}]", expression, errors)
             for i, expression in enumerate(term.match_fields)
         ]
         # An empty term matches no node, so in an OR it adds nothing and can be left out.
         if requirements:
             terms.append(tuple(requirements))
     if not terms:
-        errors.append(ref.error(_TERMS_PATH, "every term is empty, so no node can match"))
+        errors.append(ref.error(path, "every term is empty, so no node can match"))
     return tuple(terms)
 
 

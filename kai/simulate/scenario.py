@@ -9,13 +9,22 @@ invalid: the simulator never runs on a partial reading.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from kai.api.errors import ManifestError, ObjectRef, object_ref
-from kai.api.parse import ParsedObjects, SourcedObject, parse_objects, parse_pod, parse_pod_group
+from kai.api.parse import (
+    ParsedObjects,
+    SourcedObject,
+    parse_objects,
+    parse_pod,
+    parse_pod_group,
+    volume_objects,
+)
 from kai.api.shards import NODE_POOL_LABEL_KEY
+from kai.api.volumes import claim_keys, ephemeral_claims, names_claims, read_claims, with_claims
 from kai.engine.model import Pod, PodGroup, Snapshot
 from kai.grouping import GroupingError, grouped_manifest, plan_pod_group, resolve_owner_chain
 from kai.workloads.catalog import catalog_registry
@@ -23,6 +32,19 @@ from kai.workloads.expansion import expand_workload, is_workload_kind
 from kai.workloads.registry import DefinitionRegistry
 
 OUR_SCHEDULER = "kai-scheduler"
+_READ_KINDS = (
+    "Pod",
+    "Node",
+    "Queue",
+    "PodGroup",
+    "PriorityClass",
+    "Topology",
+    "PersistentVolumeClaim",
+    "PersistentVolume",
+    "StorageClass",
+    "List",
+)
+"""Kinds read as they are, never expanded as a workload."""
 
 
 class InvalidScenarioError(ValueError):
@@ -55,6 +77,7 @@ def load_scenario(
         for item in unsupported
     ]
     pods, groups = _group_pods(parsed, registry, problems, node_pool_label)
+    pods = _with_claims(pods, parsed, problems)
     if problems:
         raise InvalidScenarioError("\n".join(problems))
     return Snapshot(
@@ -75,13 +98,35 @@ def _expand_workloads(
         if not isinstance(doc, Mapping):
             continue
         api_version, kind = str(doc.get("apiVersion", "")), str(doc.get("kind", ""))
-        if kind in ("Pod", "Node", "Queue", "PodGroup", "PriorityClass", "Topology", "List"):
+        if kind in _READ_KINDS:
             continue
         if is_workload_kind(api_version, kind, registry):
             try:
                 result += [(source, obj) for obj in expand_workload(doc, registry)]
             except ManifestError as error:
                 problems += [f"{source}: {e}" for e in error.all_errors]
+    return result
+
+
+def _with_claims(pods: list[Pod], parsed: ParsedObjects, problems: list[str]) -> list[Pod]:
+    """The pods with what their volume claims say of where they may run (`kai.api.volumes`)."""
+    sources = {item.pod.key: (item.source, item.manifest) for item in parsed.pods}
+    given = volume_objects(parsed)
+    # What the ephemeral volume controller would make, unless the input has it already.
+    made = {k: v for _, m in sources.values() for k, v in ephemeral_claims(m).items()}
+    objects = dataclasses.replace(given, claims={**made, **given.claims})
+    result: list[Pod] = []
+    for pod in pods:
+        source, manifest = sources.get(pod.key, ("", {}))
+        if not names_claims(manifest):
+            result.append(pod)
+            continue
+        try:
+            keys = claim_keys(manifest)
+        except ManifestError as error:
+            problems.append(f"{source}: {error}")
+            continue
+        result.append(with_claims(pod, read_claims(keys, objects)))
     return result
 
 
