@@ -8,7 +8,8 @@ annotation rides on the Binding, which the API server copies onto the pod in the
 same write. A pod whose grouping write failed is not bound, and when the pods left
 would not make the gang whole (`subgroups.holds`, counting its pods already on
 nodes) none of the gang is bound this cycle. Fractional pods get their reservation
-pod, ConfigMaps and group label first (`gpu_sharing`). Leadership is checked
+pod, ConfigMaps and group label first (`gpu_sharing`); a pod's claims still to be
+provisioned are told its node first (`kai.api.volumes`). Leadership is checked
 inside the concurrency slot right before each write of a bind, so a deposed leader
 sends none once it knows.
 
@@ -55,6 +56,13 @@ from typing import Any
 import structlog
 
 from kai.api.shards import Shard
+from kai.api.volumes import (
+    SELECTED_NODE_ANNOTATION,
+    VolumeObjects,
+    claim_reference,
+    names_claims,
+    pod_claims,
+)
 from kai.engine.cycle import Binding
 from kai.engine.evictions.decisions import Eviction
 from kai.engine.model import Pod, PodGroup
@@ -93,6 +101,8 @@ class SentBind:
     gpus: Fraction
     gpu_groups: tuple[str, ...]
     annotations: Mapping[str, str]
+    claims: tuple[str, ...] = ()
+    """Claims to tell the node before the bind (`kai.api.volumes`: their volume is made there)."""
     unknown_answers: int = 0
     """How many answers so far left it unknown whether it committed; 0: not sent yet."""
 
@@ -174,6 +184,7 @@ class Binder:
         resends: Sequence[SentBind] = (),
         after: asyncio.Event | None = None,
         answered: asyncio.Event | None = None,
+        volumes: VolumeObjects | None = None,
     ) -> BindReport:
         """Bind every pod of `bindings` gang by gang, and settle earlier binds of unknown outcome.
 
@@ -185,6 +196,9 @@ class Binder:
         for binding in bindings:
             gangs[pods[binding.pod].group].append(binding)
         report = BindReport()
+        claims = {
+            binding.pod: _to_provision(manifests.get(binding.pod), volumes) for binding in bindings
+        }
 
         async def send(job: SentBind) -> None:
             try:
@@ -194,7 +208,7 @@ class Binder:
                     answered.set()
 
         work = [
-            self._gang(key, members, pods, groups.get(key), annotations, send, report)
+            self._gang(key, members, pods, groups.get(key), annotations, claims, send, report)
             for key, members in gangs.items()
         ]
         work += [send(job) for job in resends]
@@ -212,15 +226,15 @@ class Binder:
         pods: Mapping[str, Pod],
         group: PodGroup | None,
         annotations: Annotations,
+        claims: Mapping[str, tuple[str, ...]],
         send: Callable[[SentBind], Awaitable[None]],
         report: BindReport,
     ) -> None:
         """Decide the gang's binds before sending any: all that are ready, or none."""
         carried = await asyncio.gather(*(_carried(annotations, b.pod) for b in members))
+        queue = group.queue if group else ""
         ready = [
-            SentBind(
-                pods[b.pod], group.queue if group else "", b.node, b.gpus, b.gpu_groups, labels
-            )
+            SentBind(pods[b.pod], queue, b.node, b.gpus, b.gpu_groups, labels, claims[b.pod])
             for b, labels in zip(members, carried, strict=True)
             if labels is not None
         ]
@@ -286,6 +300,12 @@ class Binder:
                         return
                 elif job.unknown_answers > 0 and not await self._still_to_send(job, report):
                     return
+                if job.unknown_answers == 0 and job.claims:
+                    try:
+                        await self._select_node(job)
+                    except ApiError as error:
+                        await self._refused(job, f"{error.status} {error.reason}", report)
+                        return
                 if not self._still_leading(job, report):
                     return
                 posted = True
@@ -320,6 +340,17 @@ class Binder:
         await self._sharing.prepare(
             manifests[job.pod.key], job.pod, job.node, job.gpu_groups, portion, reservations
         )
+
+    async def _select_node(self, job: SentBind) -> None:
+        """Tell each claim still to be provisioned its pod's node, as kube-scheduler's
+        VolumeBinding does before the bind: the provisioner makes the volume there, and the
+        kubelet starts the pod once the claim is bound."""
+        for key in job.claims:
+            namespace, name = claim_reference(key)
+            await self._kube.merge_patch(
+                f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}",
+                {"metadata": {"annotations": {SELECTED_NODE_ANNOTATION: job.node}}},
+            )
 
     async def _still_to_send(self, job: SentBind, report: BindReport) -> bool:
         """Before sending again a bind of unknown outcome: whether the pod still reads unbound."""
@@ -497,6 +528,15 @@ async def _carried(annotations: Annotations, pod_key: str) -> Mapping[str, str] 
     except Exception:
         log.exception("grouping writes could not be awaited", pod=pod_key)
         return None
+
+
+def _to_provision(
+    manifest: Mapping[str, Any] | None, volumes: VolumeObjects | None
+) -> tuple[str, ...]:
+    """The pod's claims to tell its node on binding (`kai.api.volumes`)."""
+    if manifest is None or volumes is None or not names_claims(manifest):
+        return ()
+    return pod_claims(manifest, volumes).to_provision
 
 
 def _eviction_message(eviction: Eviction) -> str:

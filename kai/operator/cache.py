@@ -14,6 +14,7 @@ from types import MappingProxyType
 from kai.api.changes import ChangeLog, LoggedObjects
 from kai.api.pods import waits_for_scheduler
 from kai.api.shards import KeptCut, Shard
+from kai.api.volumes import VolumeObjects
 from kai.kube.cache import Objects, WatchCache
 from kai.kube.client import Kube
 from kai.kube.informer import Change, Resource
@@ -31,7 +32,24 @@ TOPOLOGIES = Resource(
     "Topology", "/apis/kai.scheduler/v1alpha1/topologies", namespaced=False, optional=True
 )
 """Optional as KAI's Karta is: a cluster without the CRD has no topology constraints to keep."""
-WATCHED = (NODES, PODS, QUEUES, POD_GROUPS, PRIORITY_CLASSES, KARTAS, TOPOLOGIES)
+CLAIMS = Resource("PersistentVolumeClaim", "/api/v1/persistentvolumeclaims", namespaced=True)
+VOLUMES = Resource("PersistentVolume", "/api/v1/persistentvolumes", namespaced=False)
+STORAGE_CLASSES = Resource(
+    "StorageClass", "/apis/storage.k8s.io/v1/storageclasses", namespaced=False
+)
+"""What a pod's volume claims say of where it may run (`kai.api.volumes`)."""
+WATCHED = (
+    NODES,
+    PODS,
+    QUEUES,
+    POD_GROUPS,
+    PRIORITY_CLASSES,
+    KARTAS,
+    TOPOLOGIES,
+    CLAIMS,
+    VOLUMES,
+    STORAGE_CLASSES,
+)
 
 
 @dataclass(frozen=True)
@@ -46,6 +64,13 @@ class ClusterView:
     kartas: Objects
     revision: int
     topologies: Objects = field(default_factory=lambda: MappingProxyType({}))
+    claims: Objects = field(default_factory=lambda: MappingProxyType({}))
+    volumes: Objects = field(default_factory=lambda: MappingProxyType({}))
+    storage_classes: Objects = field(default_factory=lambda: MappingProxyType({}))
+
+    def volume_objects(self) -> VolumeObjects:
+        """The claims, volumes and StorageClasses, for the pods' claims."""
+        return VolumeObjects(self.claims, self.volumes, self.storage_classes)
 
 
 class ClusterCache(WatchCache):
@@ -101,6 +126,9 @@ class ClusterCache(WatchCache):
             kartas=self._logged(KARTAS),
             revision=self.revision,
             topologies=self._logged(TOPOLOGIES),
+            claims=MappingProxyType(dict(self.current(CLAIMS))),
+            volumes=MappingProxyType(dict(self.current(VOLUMES))),
+            storage_classes=MappingProxyType(dict(self.current(STORAGE_CLASSES))),
         )
 
     def _logged(self, resource: Resource) -> Objects:

@@ -603,6 +603,7 @@ class SchedulingLoop:
             list(resends.values()),
             after,
             answered,
+            view.volume_objects(),
         )
         for uid in resends:  # settled, or held again in the report (or pruned meanwhile)
             self._assumed.pop(uid, None)

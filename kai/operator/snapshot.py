@@ -6,9 +6,9 @@ or a pod of a group that cannot be parsed, sets its group aside with a reason an
 message (shown in the group's status and events); an unreadable node, queue or
 priority class is left out and logged. Parsing is memoised by resourceVersion, so
 a cycle parses only what changed since the previous one; pods of one template that
-a cycle sees new are validated once (`kai.api.pods.SiblingParser`); and a pod that
-waits for the pod grouper (on no node, in no group yet) is not read at all: it holds
-nothing.
+a cycle sees new are validated once (`kai.api.pods.SiblingParser`); a pod that names
+volume claims is read with them (`kai.operator.claims_memo`); and a pod that waits for
+the pod grouper (on no node, in no group yet) is not read at all: it holds nothing.
 
 Three pieces of the scheduler's own recent work are laid over the cache, because
 watch events for them may not have arrived yet: the pod grouper's decisions,
@@ -35,10 +35,12 @@ from kai.api.parse import parse_node, parse_pod_group, parse_queue, validate_que
 from kai.api.pods import SiblingParser, annotated_pod_group_key, reparsed
 from kai.api.reservations import counted_reservations
 from kai.api.topologies import parse_topology
+from kai.api.volumes import names_claims
 from kai.engine.model import Node, Pod, PodGroup, PodPhase, Queue, SetAside, Snapshot, Topology
 from kai.engine.snapshot_changes import SnapshotChanges
 from kai.grouping import PodGroupPlan, grouped_manifest
 from kai.operator.cache import ClusterView
+from kai.operator.claims_memo import ClaimsMemo
 from kai.operator.parse_memo import ParseMemo
 from kai.operator.snapshot_lineage import Lineage
 
@@ -78,6 +80,7 @@ class SnapshotBuilder:
         self._queues: ParseMemo[Queue] = ParseMemo()
         self._groups: ParseMemo[PodGroup] = ParseMemo()
         self._pods: ParseMemo[Pod] = ParseMemo()
+        self._claims = ClaimsMemo()
         self._siblings = SiblingParser()
         self._topologies: ParseMemo[Topology] = ParseMemo()
         self._classes: ParseMemo[int] = ParseMemo()
@@ -135,6 +138,7 @@ class SnapshotBuilder:
         )
         for memo in memos:
             memo.end_cycle()
+        self._claims.end_cycle()
         self._siblings.forget()
         # A problem gone from the cluster is forgotten, so the memory does not grow for ever.
         self._reported, self._reported_now = self._reported_now, set()
@@ -313,6 +317,7 @@ class SnapshotBuilder:
         namespace = self._reservation_namespace
         in_reservations = f"{namespace}/"
         kept, others = self._pods.kept(view.pods, overlaid)
+        volumes = view.volume_objects()
         for pod in kept:
             (reservations if pod.namespace == namespace else pods).append(pod)
         for key in others:
@@ -327,17 +332,21 @@ class SnapshotBuilder:
             parse: Callable[[], Pod] = partial(self._siblings.parse, readable, group_key)
             if key.startswith(in_reservations):  # a device's holder: counted, never scheduled
                 parse = partial(_not_ours, parse)
+            claimant = names_claims(manifest)
             parsed = self._pods.get(
                 key,
                 (_version(manifest), group_key, plan is not None),
                 parse,
                 (group_key, readable),
                 partial(_reparsed, group_key, readable),
-                None if key in overlaid else manifest,  # kept only when the cache alone decided
+                # kept only when the cache's pod alone decided: not its claims, nor overlays
+                None if key in overlaid or claimant else manifest,
             )
             if isinstance(parsed, ManifestError):
                 self._set_pod_aside(key, readable, group_key, parsed, groups, set_aside)
                 continue
+            if claimant:
+                parsed = self._claims.applied(key, parsed, manifest, volumes)
             assumed = overlay.assumed.get(key)
             if assumed is not None and parsed.phase in (PodPhase.PENDING, PodPhase.BOUND):
                 parsed = dataclasses.replace(

@@ -35,6 +35,7 @@ from kai_webhook_support import installed as installed_configurations
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from kai.api.volumes import SELECTED_NODE_ANNOTATION
 from kai.kube.client import ApiError, Kube
 from kai.testing.controlplane import ClusterAccess
 from kai.testing.fakes import GpuNode, NodeFactory
@@ -108,8 +109,18 @@ async def test_scheduler_runs_with_its_own_least_privilege_role(
         path=tmp_path / "kai-scheduler.kubeconfig",
     )
     core = client.CoreV1Api(api)
+    kube = Kube(api)
     queue = unique("rbac")
     await create_queue(api, queue)
+    storage_class = unique("rbac-late")
+    await kube.create(
+        "/apis/storage.k8s.io/v1/storageclasses",
+        {
+            "metadata": {"name": storage_class},
+            "provisioner": "csi.example.invalid",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        },
+    )
     await gpu_nodes(GpuNode(name=unique("gpu"), gpus=4, gpu_memory_mib=40960))
     try:
         scheduler_config = operator_config(kubeconfig, SCHEDULER_NAMESPACE)
@@ -119,11 +130,30 @@ async def test_scheduler_runs_with_its_own_least_privilege_role(
             await core.create_namespaced_pod(
                 namespace, gpu_pod("fraction", queue, annotations={"gpu-fraction": "0.5"})
             )
+            # A claim to provision: the scheduler reads claims and classes, and tells it the node.
+            await kube.create(
+                f"/api/v1/namespaces/{namespace}/persistentvolumeclaims",
+                {
+                    "metadata": {"name": "scratch"},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "1Gi"}},
+                        "storageClassName": storage_class,
+                    },
+                },
+            )
+            claimant = gpu_pod("claimant", queue)
+            source = client.V1PersistentVolumeClaimVolumeSource(claim_name="scratch")
+            claimant.spec.volumes = [client.V1Volume(name="d", persistent_volume_claim=source)]
+            await core.create_namespaced_pod(namespace, claimant)
 
-            async def both_bound() -> bool:
-                return len(await bound_pods(api, namespace)) == 2
+            async def all_bound() -> bool:
+                return len(await bound_pods(api, namespace)) == 3
 
-            await wait_for("both pods to be bound by the ServiceAccount", both_bound)
+            await wait_for("the three pods to be bound by the ServiceAccount", all_bound)
+            claim = await kube.get(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/scratch")
+            placed = (await bound_pods(api, namespace))["claimant"]
+            assert claim["metadata"]["annotations"][SELECTED_NODE_ANNOTATION] == placed
 
             async def status_written() -> bool:
                 status = (await get_queue(api, queue)).get("status") or {}
@@ -156,6 +186,8 @@ async def test_scheduler_runs_with_its_own_least_privilege_role(
             assert nodes.value.status == 403
     finally:
         await delete_queue(api, queue)
+        with contextlib.suppress(ApiError):
+            await kube.delete(f"/apis/storage.k8s.io/v1/storageclasses/{storage_class}")
 
 
 def _leading(operator: Any) -> Any:

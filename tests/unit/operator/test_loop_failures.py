@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from immutables import Map
 
+from kai.api.volumes import VolumeObjects
 from kai.engine.cycle import Binding, CycleResult, SolverReport
 from kai.operator.binder import BindReport
 from kai.operator.loop import SchedulingLoop, _Decided
@@ -56,7 +57,7 @@ def _decided(pods: list[str]) -> _Decided:
         timings={},
         failed_before=0,
         now=ABSENT,
-        view=stand_in(pods={}, pod_groups={}),
+        view=stand_in(pods={}, pod_groups={}, volume_objects=lambda: VolumeObjects({}, {}, {})),
         plans=ABSENT,
         overlay=ABSENT,
         snapshot=stand_in(pods=(), pod_groups=(), changes=None),

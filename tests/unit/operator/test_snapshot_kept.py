@@ -7,7 +7,8 @@ random changes to the cache (pods created, grouped, bound, finished, deleted, so
 invalid; PodGroups created, changed and deleted, some invalid; a queue breaking and
 mending; priority classes changing; reservation pods, counted or not as shares of their
 devices come and go; the overlay's plans, assumed
-binds and held groups coming and going), a long-lived builder's snapshot equals the
+binds and held groups coming and going; pods' volume claims made, bound, told a node and
+deleted), a long-lived builder's snapshot equals the
 snapshot a builder that never saw the cluster builds from the same view and overlay.
 """
 
@@ -21,6 +22,7 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
+from kai.api.volumes import BIND_COMPLETED_ANNOTATION, SELECTED_NODE_ANNOTATION
 from kai.engine.model import SetAside, Snapshot
 from kai.grouping import PodGroupPlan
 from kai.operator.cache import ClusterView
@@ -32,6 +34,24 @@ from tests.unit.operator.test_operator_snapshot import _node
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 RESERVATIONS = "kai-resource-reservation"
 NODES = ("n1", "n2", "n3")
+
+
+def _local_volume(node: str) -> dict[str, Any]:
+    at_node = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    required = {"nodeSelectorTerms": [at_node]}
+    return {"metadata": {"name": f"disk-{node}"}, "spec": {"nodeAffinity": {"required": required}}}
+
+
+VOLUMES = MappingProxyType({f"disk-{node}": _local_volume(node) for node in NODES})
+CLASSES = MappingProxyType(
+    {
+        "late": {
+            "metadata": {"name": "late"},
+            "provisioner": "csi.example.com",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        }
+    }
+)
 
 
 def _queue(name: str, version: int, weight: object = 1) -> dict[str, Any]:
@@ -101,6 +121,7 @@ class _Cache:
         self.classes: dict[str, dict[str, Any]] = {}
         self.made = 0
         self.devices: list[tuple[str, str]] = []  # (node, device) of each reservation pod
+        self.claims: dict[str, dict[str, Any]] = {}
 
     def step(self) -> Overlay:
         rng = self.rng
@@ -130,9 +151,33 @@ class _Cache:
                 f"r-{self.version}", node, device
             )
             self.devices.append((node, device))
+        for _ in range(rng.randint(0, 2)):
+            self._change_claim()
         if rng.random() < 0.05:
             self.pods.store.relist()  # a watch expired: every object is a new one
         return self._overlay()
+
+    def _change_claim(self) -> None:
+        """A claim of a pod made (of a class that provisions on first use), bound to a
+        node's local volume, told a node, or deleted: each a new object."""
+        rng = self.rng
+        name = f"c{rng.randint(1, max(self.made, 1))}"
+        key = f"team/{name}"
+        if key in self.claims and rng.random() < 0.2:
+            del self.claims[key]
+            return
+        annotations: dict[str, str] = {}
+        spec: dict[str, Any] = {"storageClassName": "late"}
+        choice = rng.random()
+        if choice < 0.3:
+            annotations[BIND_COMPLETED_ANNOTATION] = "yes"
+            spec["volumeName"] = f"disk-{rng.choice(NODES)}"
+        elif choice < 0.5:
+            annotations[SELECTED_NODE_ANNOTATION] = rng.choice(NODES)
+        self.claims[key] = {
+            "metadata": {"name": name, "namespace": "team", "annotations": annotations},
+            "spec": spec,
+        }
 
     def _group_fields(self) -> tuple[object, str | None]:
         rng = self.rng
@@ -146,7 +191,11 @@ class _Cache:
         if group is not None:
             self.groups[f"team/{group}"] = _group(group, self.version, *self._group_fields())
         gpus = rng.choice(("1", "1", "2", "lots"))
-        self.pods[f"team/{name}"] = _pod(name, self.version, group, None, gpus, "Pending")
+        made = _pod(name, self.version, group, None, gpus, "Pending")
+        if rng.random() < 0.4:  # its claim may come before it, after it, or never
+            volume = {"name": "data", "persistentVolumeClaim": {"claimName": f"c{self.made}"}}
+            made["spec"]["volumes"] = [volume]
+        self.pods[f"team/{name}"] = made
 
     def _change_pod(self, key: str) -> None:
         rng = self.rng
@@ -197,6 +246,7 @@ class _Cache:
         return ClusterView(
             self.nodes.store.copy(), self.pods.store.copy(), self.queues.store.copy(),
             self.groups.store.copy(), MappingProxyType(dict(self.classes)), empty, self.version,
+            claims=MappingProxyType(dict(self.claims)), volumes=VOLUMES, storage_classes=CLASSES,
         )  # fmt: skip
 
 
@@ -214,6 +264,7 @@ def _plain(view: ClusterView) -> ClusterView:
 def test_a_builder_that_keeps_parses_builds_what_a_new_builder_builds() -> None:
     kept_any = False
     told = Counter[str]()
+    claims_read = Counter[str]()  # pods held to nodes by their claims, or waiting for them
     for seed in range(25):
         cache = _Cache(random.Random(seed))
         builder = SnapshotBuilder(RESERVATIONS)
@@ -225,10 +276,16 @@ def test_a_builder_that_keeps_parses_builds_what_a_new_builder_builds() -> None:
             fresh = SnapshotBuilder(RESERVATIONS).build(_plain(view), overlay, NOW)
             assert built == fresh, seed
             kept_any = kept_any or bool(built.pods)
+            claims_read.update(
+                "held" if pod.placement.volume_terms else "waiting"
+                for pod in built.pods
+                if pod.volume_wait is not None or pod.placement.volume_terms
+            )
             if last is not None:
                 told.update(_assert_told_exactly(last, built))
             last = built
     assert kept_any
+    assert claims_read["held"] > 100 and claims_read["waiting"] > 100, claims_read
     # Pods told in the cycles without held groups nor any the cycle before, reservation
     # pods or not (while those were left out: 89 of 725 cycles).
     assert told["pods"] > 400 and told["pod_groups"] > 50 and told["nodes"] > 500
