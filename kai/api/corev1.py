@@ -22,10 +22,17 @@ class ResourceRequirements(WireModel):
     limits: dict[str, Quantity] = Field(default_factory=dict)
 
 
+class ContainerPort(WireModel):
+    container_port: StrictInt = Field(ge=1, le=65535)
+    host_port: StrictInt = Field(default=0, ge=0, le=65535)  # 0: none
+    protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
+
+
 class Container(WireModel):
     name: str = ""
     resources: ResourceRequirements = ResourceRequirements()
     restart_policy: str | None = None  # on an init container, Always makes it a sidecar
+    ports: list[ContainerPort] = Field(default_factory=list)
 
 
 class NodeSelectorRequirement(WireModel):
@@ -104,6 +111,7 @@ class PodSpec(WireModel):
     tolerations: list[Toleration] = Field(default_factory=list)
     scheduling_gates: list[SchedulingGate] = Field(default_factory=list)
     resource_claims: list[Any] = Field(default_factory=list)  # DRA: only whether any is read
+    host_network: StrictBool = False
 
 
 PodPhaseName = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]

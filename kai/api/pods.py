@@ -26,6 +26,7 @@ from kai.api.constants import (
 from kai.api.errors import ManifestError, ObjectRef, object_ref, raise_all, validated
 from kai.api.fields import ObjectMeta, integer_or_none
 from kai.api.gpu_sharing import pod_gpu_request
+from kai.api.host_ports import asked_ports
 from kai.api.placement import pod_placement
 from kai.api.pod_affinity import pod_terms
 from kai.api.projection import field_keys, read_part
@@ -80,7 +81,7 @@ def parse_pod(manifest: Mapping[str, Any], pod_group_key: str) -> Pod:
         unhonoured=unhonoured_field(spec),
         labels=tuple(sorted(metadata.labels.items())),
         pod_terms=pod_terms(spec.affinity, ref.namespace or "default", metadata.labels),
-        scalars=asked_scalars(requests),
+        scalars=tuple(sorted((*asked_scalars(requests), *asked_ports(spec)))),
     )
 
 

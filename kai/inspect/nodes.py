@@ -19,6 +19,7 @@ from fractions import Fraction
 from typing import Any
 
 from kai.api.constants import RESERVATION_NAMESPACE
+from kai.api.host_ports import is_host_port, offering, ports_in_use
 from kai.api.nodes import parse_node
 from kai.api.reservations import counted_reservations
 from kai.engine.capacity import NodeCapacity, initial_capacity
@@ -165,6 +166,8 @@ class NodeSummary:
             if "/" not in name:
                 continue  # hugepages and ephemeral storage: in the document, not the table
             left = self.free.scalars.get(name, 0)
+            if is_host_port(name) and left == amount:
+                continue  # every node offers every port in use; shown where a pod holds it
             held = ", ".join(f"{pod} {in_units(name, asked)}" for pod, asked in self.holders(name))
             rows.append(
                 (
@@ -217,6 +220,8 @@ def summarise_nodes(
         if pod is not None:
             (reservations if pod.namespace == reservation_namespace else users).append(pod)
     counted = counted_reservations(reservations, users)
+    ports = ports_in_use(users)  # offered as the scheduler offers them, to show who holds one
+    parsed_nodes = [offering(node, ports) for node in parsed_nodes]
     capacity = initial_capacity(parsed_nodes, users + counted)
     holders = {pod.gpu_groups[0]: pod.key for pod in reservations if pod.gpu_groups}
     summaries = [

@@ -31,6 +31,7 @@ import structlog
 from kai.api.constants import SCHEDULER_NAME, default_priority_classes
 from kai.api.corev1 import PriorityClass
 from kai.api.errors import ManifestError, object_ref, validated
+from kai.api.host_ports import ports_in_use
 from kai.api.parse import parse_node, parse_pod_group, parse_queue, validate_queue_tree
 from kai.api.pods import SiblingParser, annotated_pod_group_key, reparsed
 from kai.api.reservations import counted_reservations
@@ -42,6 +43,7 @@ from kai.grouping import PodGroupPlan, grouped_manifest
 from kai.operator.cache import ClusterView
 from kai.operator.claims_memo import ClaimsMemo
 from kai.operator.parse_memo import ParseMemo
+from kai.operator.port_offers import PortOffers
 from kai.operator.snapshot_lineage import Lineage
 
 log = structlog.get_logger(__name__)
@@ -81,6 +83,7 @@ class SnapshotBuilder:
         self._groups: ParseMemo[PodGroup] = ParseMemo()
         self._pods: ParseMemo[Pod] = ParseMemo()
         self._claims = ClaimsMemo()
+        self._ports = PortOffers()
         self._siblings = SiblingParser()
         self._topologies: ParseMemo[Topology] = ParseMemo()
         self._classes: ParseMemo[int] = ParseMemo()
@@ -102,6 +105,7 @@ class SnapshotBuilder:
         queues, broken_queues = self._parse_queues(view)
         groups = self._parse_groups(view, overlay, priority_classes, broken_queues, set_aside)
         pods, pods_parsed, counted = self._parse_pods(view, overlay, groups, set_aside)
+        nodes, nodes_parsed = self._ports.offered(nodes, nodes_parsed, ports_in_use(pods))
         # A group in bind backoff waits: its pending pods leave the snapshot, but the group
         # and its running pods stay, so they count toward its queue (limits, fair share,
         # status) and the validator sees them.
@@ -179,7 +183,9 @@ class SnapshotBuilder:
                 snapshot.pod_groups, groups, (*self._groups.handed, *self._groups.gone, *touched)
             ),
             nodes=self._node_lineage.changes(
-                snapshot.nodes, nodes, (*self._nodes.handed, *self._nodes.gone)
+                snapshot.nodes,
+                None if self._ports.changed else nodes,  # every node offers other ports
+                (*self._nodes.handed, *self._nodes.gone),
             ),
         )
 

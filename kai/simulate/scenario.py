@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from kai.api.errors import ManifestError, ObjectRef, object_ref
+from kai.api.host_ports import offering, ports_in_use
 from kai.api.parse import (
     ParsedObjects,
     SourcedObject,
@@ -80,8 +81,9 @@ def load_scenario(
     pods = _with_claims(pods, parsed, problems)
     if problems:
         raise InvalidScenarioError("\n".join(problems))
+    ports = ports_in_use(pods)
     return Snapshot(
-        nodes=tuple(sorted(parsed.nodes, key=lambda n: n.name)),
+        nodes=tuple(sorted((offering(n, ports) for n in parsed.nodes), key=lambda n: n.name)),
         pods=tuple(sorted(pods, key=lambda p: p.key)),
         pod_groups=tuple(sorted(groups.values(), key=lambda g: g.key)),
         queues=tuple(sorted(parsed.queues, key=lambda q: q.name)),

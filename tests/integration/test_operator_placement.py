@@ -7,6 +7,9 @@
   goes to the one node that has one, the second waits, told why.
 - A MIG slice goes to a node that offers it (the GPU operator's mixed strategy), and a pod
   of whole GPUs does not, told why.
+- A host port is held by one pod per node: of three pods that ask for the same one on two
+  nodes, two take a node each (bin-packing would put them together) and the third waits,
+  told why.
 
 Each test's pods select its own nodes by a label, so other tests' nodes take none.
 """
@@ -159,3 +162,35 @@ async def test_a_mig_slice_goes_to_the_mig_node_and_a_whole_gpu_does_not(
             )
 
         await wait_for("the slice bound, the whole GPU told why not", sliced_bound_whole_told)
+
+
+async def test_pods_that_ask_for_one_host_port_take_a_node_each(
+    api: client.ApiClient,
+    namespace: str,
+    gpu_nodes: NodeFactory,
+    control_plane: ClusterAccess,
+) -> None:
+    core = client.CoreV1Api(api)
+    pool = {"kai-test/placement": unique("pool")}
+    names = [unique("gpu") for _ in range(2)]
+    for name in names:
+        await gpu_nodes(GpuNode(name=name, gpus=4, gpu_memory_mib=40960, topology=pool))
+    config = operator_config(control_plane.kubeconfig, namespace)
+    async with _queue(api, "ports") as queue, running_operator(config):
+        for index in range(3):
+            pod = _pod(f"p{index}", queue, pool, gpus=1)
+            port = client.V1ContainerPort(container_port=80, host_port=8080)
+            pod.spec.containers[0].ports = [port]
+            await core.create_namespaced_pod(namespace, pod)
+
+        async def two_apart_one_told() -> bool:
+            placed = await bound_pods(api, namespace)
+            if len(placed) != 2 or len(set(placed.values())) != 2:
+                return False
+            [waiting] = {"p0", "p1", "p2"} - set(placed)
+            return await told_unschedulable(
+                api, namespace, waiting, "insufficient host-port/TCP/8080 (needs 1, free 0)"
+            )
+
+        await wait_for("two pods on two nodes, the third told why", two_apart_one_told)
+        assert set((await bound_pods(api, namespace)).values()) == set(names)

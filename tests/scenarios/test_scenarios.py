@@ -75,6 +75,11 @@ def check(document: dict[str, Any], expected: dict[str, Any]) -> None:
     if "sameDeviceCount" in expected:
         shared = Counter(g for pod in pods.values() for g in pod["gpuGroups"])
         assert max(shared.values()) == expected["sameDeviceCount"], shared
+    for group in expected.get("apartNodes", []):
+        nodes = [pods[key]["node"] for key in group]
+        assert None not in nodes and len(set(nodes)) == len(nodes), dict(
+            zip(group, nodes, strict=True)
+        )
     for node, most in expected.get("gpusPerNodeAtMost", {}).items():
         used = sum(pod["gpus"] for pod in pods.values() if pod["node"] == node)
         assert used <= most, f"{node} holds {used} GPUs"

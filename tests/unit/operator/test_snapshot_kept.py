@@ -8,7 +8,7 @@ invalid; PodGroups created, changed and deleted, some invalid; a queue breaking 
 mending; priority classes changing; reservation pods, counted or not as shares of their
 devices come and go; the overlay's plans, assumed
 binds and held groups coming and going; pods' volume claims made, bound, told a node and
-deleted), a long-lived builder's snapshot equals the
+deleted; host ports asked and given up), a long-lived builder's snapshot equals the
 snapshot a builder that never saw the cluster builds from the same view and overlay.
 """
 
@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
+from kai.api.host_ports import ports_in_use
 from kai.api.volumes import BIND_COMPLETED_ANNOTATION, SELECTED_NODE_ANNOTATION
 from kai.engine.model import SetAside, Snapshot
 from kai.grouping import PodGroupPlan
@@ -192,6 +193,9 @@ class _Cache:
             self.groups[f"team/{group}"] = _group(group, self.version, *self._group_fields())
         gpus = rng.choice(("1", "1", "2", "lots"))
         made = _pod(name, self.version, group, None, gpus, "Pending")
+        if rng.random() < 0.15:  # a host port: every node offers it while a pod asks it
+            port = {"containerPort": 80, "hostPort": rng.choice((8080, 9090))}
+            made["spec"]["containers"][0]["ports"] = [port]
         if rng.random() < 0.4:  # its claim may come before it, after it, or never
             volume = {"name": "data", "persistentVolumeClaim": {"claimName": f"c{self.made}"}}
             made["spec"]["volumes"] = [volume]
@@ -264,6 +268,7 @@ def _plain(view: ClusterView) -> ClusterView:
 def test_a_builder_that_keeps_parses_builds_what_a_new_builder_builds() -> None:
     kept_any = False
     told = Counter[str]()
+    ports_offered = Counter[str]()  # cycles with host ports on offer, or none
     claims_read = Counter[str]()  # pods held to nodes by their claims, or waiting for them
     for seed in range(25):
         cache = _Cache(random.Random(seed))
@@ -276,6 +281,7 @@ def test_a_builder_that_keeps_parses_builds_what_a_new_builder_builds() -> None:
             fresh = SnapshotBuilder(RESERVATIONS).build(_plain(view), overlay, NOW)
             assert built == fresh, seed
             kept_any = kept_any or bool(built.pods)
+            ports_offered["some" if ports_in_use(built.pods) else "none"] += 1
             claims_read.update(
                 "held" if pod.placement.volume_terms else "waiting"
                 for pod in built.pods
@@ -286,6 +292,7 @@ def test_a_builder_that_keeps_parses_builds_what_a_new_builder_builds() -> None:
             last = built
     assert kept_any
     assert claims_read["held"] > 100 and claims_read["waiting"] > 100, claims_read
+    assert ports_offered["some"] > 100 and ports_offered["none"] > 20, ports_offered
     # Pods told in the cycles without held groups nor any the cycle before, reservation
     # pods or not (while those were left out: 89 of 725 cycles).
     assert told["pods"] > 400 and told["pod_groups"] > 50 and told["nodes"] > 500

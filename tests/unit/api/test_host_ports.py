@@ -1,0 +1,99 @@
+"""Host ports as scalar resources (`kai.api.host_ports`): what a pod asks, what nodes offer,
+and the builder's memo of nodes offering them (`kai.operator.port_offers`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kai.api.host_ports import offering, ports_in_use
+from kai.api.pods import parse_pod
+from kai.engine.scalars import MILLI
+from kai.operator.port_offers import PortOffers
+from tests.unit.engine.builders import node
+
+
+def _pod(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ml"},
+        "spec": {"schedulerName": "kai-scheduler", **spec},
+    }
+
+
+def _container(*ports: dict[str, Any], **rest: Any) -> dict[str, Any]:
+    return {"name": "c", "ports": list(ports), **rest}
+
+
+def test_a_pod_asks_one_of_each_host_port_its_running_containers_hold() -> None:
+    spec = {
+        "containers": [
+            _container({"containerPort": 80, "hostPort": 8080}, {"containerPort": 81}),
+            _container({"containerPort": 53, "hostPort": 53, "protocol": "UDP"}),
+            _container({"containerPort": 80, "hostPort": 8080}),  # the same port again
+        ],
+        "initContainers": [
+            _container({"containerPort": 1, "hostPort": 7000}),  # done before the others start
+            _container({"containerPort": 2, "hostPort": 7001}, restartPolicy="Always"),  # sidecar
+        ],
+    }
+    pod = parse_pod(_pod(spec), "ml/g")
+    assert pod.scalars == (
+        ("host-port/TCP/7001", MILLI),
+        ("host-port/TCP/8080", MILLI),
+        ("host-port/UDP/53", MILLI),
+    )
+
+
+def test_on_the_hosts_network_a_container_port_is_a_host_port() -> None:
+    spec = {"hostNetwork": True, "containers": [_container({"containerPort": 9100})]}
+    assert parse_pod(_pod(spec), "ml/g").scalars == (("host-port/TCP/9100", MILLI),)
+    spec["hostNetwork"] = False
+    assert parse_pod(_pod(spec), "ml/g").scalars == ()
+
+
+def test_host_ports_sit_beside_other_scalar_resources_in_name_order() -> None:
+    asks = {"rdma/hca": "1"}
+    spec = {
+        "containers": [
+            _container(
+                {"containerPort": 80, "hostPort": 8080},
+                resources={"requests": asks, "limits": asks},
+            )
+        ]
+    }
+    assert parse_pod(_pod(spec), "ml/g").scalars == (
+        ("host-port/TCP/8080", MILLI),
+        ("rdma/hca", MILLI),
+    )
+
+
+def test_every_node_offers_one_of_each_port_in_use_and_keeps_its_own_resources() -> None:
+    spec = {"containers": [_container({"containerPort": 80, "hostPort": 8080})]}
+    ports = ports_in_use([parse_pod(_pod(spec), "ml/g")])
+    assert ports == {"host-port/TCP/8080"}
+    plain = node("n0", scalars={"rdma/hca": 2})
+    offered = offering(plain, ports)
+    assert dict(offered.scalars) == {"host-port/TCP/8080": MILLI, "rdma/hca": 2 * MILLI}
+    assert offering(offered, ports) is offered
+    assert offering(plain, frozenset()) is plain
+    assert dict(offering(offered, frozenset()).scalars) == {"rdma/hca": 2 * MILLI}
+
+
+def test_the_memo_keeps_each_node_offering_until_the_ports_change() -> None:
+    offers = PortOffers()
+    first, second = node("n0"), node("n1")
+    ports = frozenset({"host-port/TCP/8080"})
+    nodes, parsed = offers.offered([first, second], {"n1": second}, ports)
+    assert offers.changed
+    assert [dict(n.scalars) for n in nodes] == [{"host-port/TCP/8080": MILLI}] * 2
+    assert parsed == {"n1": nodes[1]}
+    again, parsed = offers.offered([first, second], {}, ports)
+    assert not offers.changed
+    assert again[0] is nodes[0] and again[1] is nodes[1] and parsed == {}
+    replaced = node("n1", labels={"new": "label"})
+    later, parsed = offers.offered([first, replaced], {"n1": replaced}, ports)
+    assert later[0] is nodes[0] and later[1] is not nodes[1]
+    assert parsed == {"n1": later[1]} and dict(later[1].scalars) == {"host-port/TCP/8080": MILLI}
+    fewer, _ = offers.offered([first, replaced], {}, frozenset())
+    assert offers.changed and fewer == [first, replaced]
