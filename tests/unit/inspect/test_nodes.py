@@ -131,3 +131,15 @@ def test_devices_offered_as_extended_resources_show_what_holds_them() -> None:
         },
         {"name": "rdma/hca", "allocatable": 1, "free": 0, "pods": [{"pod": "ml/r", "amount": 1}]},
     ]
+
+
+def test_a_host_port_gets_a_line_on_the_node_where_a_pod_holds_it() -> None:
+    """Every node offers every port in use; the table shows one where a pod holds it."""
+    holder = pod("web", "web", node="n1")
+    holder["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+    report = summarise_nodes([node("n1", 0), node("n2", 0)], [holder], RESERVATIONS, [])
+    assert [row for row in report.rows() if "host-port/TCP/8080" in row] == [
+        ("n1", "host-port/TCP/8080", "1", "1", "0", "ml/web 1")
+    ]
+    free = next(n for n in report.document()["nodes"] if n["name"] == "n2")["scalars"]
+    assert free == [{"name": "host-port/TCP/8080", "allocatable": 1, "free": 1, "pods": []}]
