@@ -154,6 +154,12 @@ class Node(WireModel):
     status: NodeStatus = NodeStatus()
 
 
+class NamedObject(WireModel):
+    """An object of which kai reads only that it exists (a ConfigMap a pod requires)."""
+
+    metadata: ObjectMeta
+
+
 class PriorityClass(WireModel):
     metadata: ObjectMeta
     value: StrictInt

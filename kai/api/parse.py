@@ -21,7 +21,8 @@ from kai.api.constants import (
     STORAGE_API_VERSION,
     default_priority_classes,
 )
-from kai.api.corev1 import PriorityClass
+from kai.api.corev1 import NamedObject, PriorityClass
+from kai.api.dependencies import ClusterObjects
 from kai.api.errors import ManifestError, ManifestWarning, ObjectRef, object_ref, validated
 from kai.api.nodes import parse_node
 from kai.api.podgroups import parse_pod_group
@@ -36,6 +37,7 @@ __all__ = [
     "ParsedObjects",
     "ParsedPod",
     "SourcedObject",
+    "cluster_objects",
     "default_priority_classes",
     "parse_node",
     "parse_objects",
@@ -44,7 +46,6 @@ __all__ = [
     "parse_queue",
     "queue_warnings",
     "validate_queue_tree",
-    "volume_objects",
 ]
 
 # kind -> (apiVersion kai reads, whether the kind is namespaced)
@@ -58,12 +59,15 @@ _KINDS: Mapping[str, tuple[str, bool]] = {
     "PersistentVolumeClaim": (CORE_API_VERSION, True),
     "PersistentVolume": (CORE_API_VERSION, False),
     "StorageClass": (STORAGE_API_VERSION, False),
+    "ConfigMap": (CORE_API_VERSION, True),
 }
-_STORAGE_MODELS = {
+_DEPENDED_MODELS = {
     "PersistentVolumeClaim": PersistentVolumeClaim,
     "PersistentVolume": PersistentVolume,
     "StorageClass": StorageClass,
+    "ConfigMap": NamedObject,
 }
+"""Kinds pods depend on (`kai.api.dependencies`): kept as given, read with the pods."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,11 +101,11 @@ class ParsedObjects:
     pod_groups: list[PodGroup] = field(default_factory=list)
     topologies: list[Topology] = field(default_factory=list)
     priority_classes: dict[str, int] = field(default_factory=default_priority_classes)
-    storage: dict[str, dict[str, Mapping[str, Any]]] = field(
-        default_factory=lambda: {kind: {} for kind in _STORAGE_MODELS}
+    depended: dict[str, dict[str, Mapping[str, Any]]] = field(
+        default_factory=lambda: {kind: {} for kind in _DEPENDED_MODELS}
     )
-    """Claims ("namespace/name"), volumes and StorageClasses by kind, as given: the pods'
-    claims are read against them all together (`kai.api.volumes`)."""
+    """Claims and ConfigMaps ("namespace/name"), volumes and StorageClasses, by kind, as
+    given: the pods are read against them all together (`kai.api.dependencies`)."""
     others: list[SourcedObject] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     """One line each: `FILE: Kind namespace/name: field: message`."""
@@ -198,10 +202,10 @@ def _parse_one(parsed: ParsedObjects, item: SourcedObject, ref: ObjectRef) -> No
         parsed.warnings += _lines(item.source, queue_warnings(manifest))
     elif ref.kind == "Topology":
         parsed.topologies.append(parse_topology(manifest))
-    elif ref.kind in _STORAGE_MODELS:
-        validated(_STORAGE_MODELS[ref.kind], ref, manifest)
+    elif ref.kind in _DEPENDED_MODELS:
+        validated(_DEPENDED_MODELS[ref.kind], ref, manifest)
         key = f"{ref.namespace}/{ref.name}" if ref.namespace else ref.name
-        parsed.storage[ref.kind][key] = manifest
+        parsed.depended[ref.kind][key] = manifest
     elif ref.kind == "PodGroup":
         group = parse_pod_group(manifest, parsed.priority_classes)
         parsed.pod_groups.append(group)
@@ -214,12 +218,13 @@ def _parse_one(parsed: ParsedObjects, item: SourcedObject, ref: ObjectRef) -> No
             parsed.warnings += _lines(item.source, [missing])
 
 
-def volume_objects(parsed: ParsedObjects) -> VolumeObjects:
-    """The claims, volumes and StorageClasses read, for the pods' claims."""
-    storage = parsed.storage
-    return VolumeObjects(
-        storage["PersistentVolumeClaim"], storage["PersistentVolume"], storage["StorageClass"]
+def cluster_objects(parsed: ParsedObjects) -> ClusterObjects:
+    """The claims, volumes, StorageClasses and ConfigMaps read, for the pods' dependencies."""
+    depended = parsed.depended
+    volumes = VolumeObjects(
+        depended["PersistentVolumeClaim"], depended["PersistentVolume"], depended["StorageClass"]
     )
+    return ClusterObjects(volumes, depended["ConfigMap"])
 
 
 def _lines(source: str, findings: Iterable[ManifestError | ManifestWarning]) -> list[str]:

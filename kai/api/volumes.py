@@ -31,7 +31,8 @@ from typing import Any
 from kai.api.errors import ManifestError, ObjectRef, combined, object_ref, validated
 from kai.api.placement import NODE_NAME_FIELD, node_selector_terms
 from kai.api.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
-from kai.engine.model import Pod, Requirement
+from kai.engine.model import Pod, Prerequisite, Requirement
+from kai.engine.prerequisites import VOLUME_CLAIM_NOT_READY
 
 SELECTED_NODE_ANNOTATION = "volume.kubernetes.io/selected-node"
 """Set on a claim of a `WaitForFirstConsumer` class: the node its volume is to be made for."""
@@ -176,7 +177,8 @@ def with_claims(pod: Pod, reading: ClaimsReading) -> Pod:
     if not reading.terms and reading.wait is None:
         return pod
     placement = dataclasses.replace(pod.placement, volume_terms=reading.terms)
-    return dataclasses.replace(pod, placement=placement, volume_wait=reading.wait)
+    waits = None if reading.wait is None else Prerequisite(VOLUME_CLAIM_NOT_READY, reading.wait)
+    return dataclasses.replace(pod, placement=placement, waits_for=waits)
 
 
 def claim_reference(key: str) -> tuple[str, str]:

@@ -59,11 +59,11 @@ from kai.engine.model import (
 )
 from kai.engine.object_index import ObjectIndex
 from kai.engine.pod_affinity import PodAffinity
+from kai.engine.prerequisites import prerequisite_refusal
 from kai.engine.resources import exact_sum
 from kai.engine.topology import TopologyIndex
 from kai.engine.unhonoured import unhonoured_refusal
 from kai.engine.validator import ProposedBinding, validate, validate_after_evictions
-from kai.engine.volumes import volume_refusal
 
 if TYPE_CHECKING:  # OR-Tools is imported only when a cycle needs the solver (see `_solve`)
     from kai.engine.solver.optimize import Optimized
@@ -183,7 +183,7 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
             decisions[request.key] = _pending(request.group, explain_incomplete(request))
             continue
         asking = (*request.core, *request.elastic)
-        unhonoured = unhonoured_refusal(asking) or volume_refusal(asking)
+        unhonoured = unhonoured_refusal(asking) or prerequisite_refusal(asking)
         if unhonoured is not None:
             decisions[request.key] = _unhonoured(request, unhonoured)
             continue

@@ -141,6 +141,15 @@ class PodAffinityTerm:
 
 
 @dataclass(frozen=True, slots=True)
+class Prerequisite:
+    """What a pod needs from the cluster before it may run anywhere (`kai.engine.prerequisites`):
+    the reason code its gang waits with, and the message naming what is missing."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class Placement:
     """Where a pod may go: nodeSelector, required node affinity (OR of ANDed terms),
     tolerations, the kind of its GPU ask, which MIG-enabled nodes read (`kai.engine.mig`;
@@ -175,7 +184,7 @@ class Pod:
     labels: tuple[tuple[str, str], ...] = ()  # what inter-pod affinity terms select by
     pod_terms: tuple[PodAffinityTerm, ...] = ()  # its required inter-pod affinity terms
     scalars: Scalars = ()  # extended resources, hugepages, ephemeral storage it asks of a node
-    volume_wait: str | None = None  # why a claim of its volumes keeps it off every node
+    waits_for: Prerequisite | None = None  # what it needs from the cluster before it may run
     # Derived once: placement loops compare these millions of times, and exact
     # Fractions (or an f-string per access) would dominate the cycle.
     key: str = field(init=False, repr=False, compare=False)

@@ -53,8 +53,8 @@ def unhonoured_refusal(pending: Iterable[Pod]) -> Refusal | None:
 
 def may_be_moved(pods: Collection[Pod], pod_affinity: PodAffinity | None) -> bool:
     """Whether consolidation may re-place these running pods: none holds a requirement kai
-    cannot keep or a claim that would keep it off every node, and no inter-pod term
+    cannot keep or waits for the cluster (`kai.engine.prerequisites`), and no inter-pod term
     concerns them (its moves do not place by the terms)."""
-    if any(pod.unhonoured is not None or pod.volume_wait is not None for pod in pods):
+    if any(pod.unhonoured is not None or pod.waits_for is not None for pod in pods):
         return False
     return pod_affinity is None or not any(pod_affinity.concerns(pod) for pod in pods)

@@ -88,8 +88,8 @@ def validate(
             problems.append(f"pod {pod.key} may not run on node {node.name}")
         if pod.unhonoured is not None:
             problems.append(f"pod {pod.key} is bound with {pod.unhonoured}, which kai cannot keep")
-        if pod.volume_wait is not None:
-            problems.append(f"pod {pod.key} is bound while a claim holds it: {pod.volume_wait}")
+        if pod.waits_for is not None:
+            problems.append(f"pod {pod.key} is bound while it waits: {pod.waits_for.message}")
         new.append((pod, binding))
     problems += _check_nodes(snapshot, new, index)
     problems += _check_gangs(snapshot, new, index)
@@ -576,8 +576,8 @@ class EvictionAudit:
                 continue
             if pod.unhonoured is not None:
                 problems.append(f"pod {pod.key} is placed with {pod.unhonoured}, kai cannot keep")
-            if pod.volume_wait is not None:
-                problems.append(f"pod {pod.key} is placed while a claim holds it")
+            if pod.waits_for is not None:
+                problems.append(f"pod {pod.key} is placed while it waits for the cluster")
             if pod.group == group.key:
                 own += 1
                 if (

@@ -39,6 +39,9 @@ class Resource:
     namespaced: bool
     optional: bool = False
     """Absent from some clusters (a CRD not installed): missing means empty, not broken."""
+    names_only: bool = False
+    """Only which objects exist is read: the store keeps their names, not their contents
+    (a cluster's ConfigMaps may hold megabytes each), and a change of contents is none."""
 
 
 def object_key(obj: Mapping[str, Any]) -> str:
@@ -74,16 +77,26 @@ def _substance(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj
 
 
+def _name_only(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object's identity and version, for a store that reads only which objects exist."""
+    metadata = obj.get("metadata")
+    kept = ("name", "namespace", "uid", "resourceVersion")
+    if not isinstance(metadata, dict):
+        return {}
+    return {"metadata": {key: metadata[key] for key in kept if key in metadata}}
+
+
 class Store:
     """The objects of one resource by key, and the resourceVersion they are current at."""
 
-    def __init__(self) -> None:
+    def __init__(self, names_only: bool = False) -> None:
         self.objects: dict[str, dict[str, Any]] = {}
         self.version: str | None = None
+        self._slim = _name_only if names_only else _slim
 
     def replace(self, items: Iterable[dict[str, Any]], version: str) -> None:
         """A fresh listing: everything not in it is gone."""
-        self.objects = {object_key(item): _slim(item) for item in items}
+        self.objects = {object_key(item): self._slim(item) for item in items}
         self.version = version
 
     def apply(self, event: Mapping[str, Any]) -> bool:
@@ -97,7 +110,7 @@ class Store:
         if kind in ("ADDED", "MODIFIED"):
             key = object_key(obj)
             before = self.objects.get(key)
-            self.objects[key] = _slim(obj)
+            self.objects[key] = self._slim(obj)
             return before is None or _substance(before) != _substance(self.objects[key])
         if kind == "DELETED":
             self.objects.pop(object_key(obj), None)
@@ -140,7 +153,7 @@ class Informer:
         watch_seconds: int = 300,
     ) -> None:
         self.resource = resource
-        self.store = Store()
+        self.store = Store(resource.names_only)
         self.synced = asyncio.Event()
         self.relists = 0
         self._kube = kube

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from kai.api.changes import ChangeLog, LoggedObjects
+from kai.api.dependencies import ClusterObjects
 from kai.api.pods import waits_for_scheduler
 from kai.api.shards import KeptCut, Shard
 from kai.api.volumes import VolumeObjects
@@ -38,6 +39,8 @@ STORAGE_CLASSES = Resource(
     "StorageClass", "/apis/storage.k8s.io/v1/storageclasses", namespaced=False
 )
 """What a pod's volume claims say of where it may run (`kai.api.volumes`)."""
+CONFIG_MAPS = Resource("ConfigMap", "/api/v1/configmaps", namespaced=True, names_only=True)
+"""Which ConfigMaps exist, for the pods that require some (`kai.api.config_maps`)."""
 WATCHED = (
     NODES,
     PODS,
@@ -49,6 +52,7 @@ WATCHED = (
     CLAIMS,
     VOLUMES,
     STORAGE_CLASSES,
+    CONFIG_MAPS,
 )
 
 
@@ -67,10 +71,15 @@ class ClusterView:
     claims: Objects = field(default_factory=lambda: MappingProxyType({}))
     volumes: Objects = field(default_factory=lambda: MappingProxyType({}))
     storage_classes: Objects = field(default_factory=lambda: MappingProxyType({}))
+    config_maps: Objects = field(default_factory=lambda: MappingProxyType({}))
 
     def volume_objects(self) -> VolumeObjects:
         """The claims, volumes and StorageClasses, for the pods' claims."""
         return VolumeObjects(self.claims, self.volumes, self.storage_classes)
+
+    def dependencies(self) -> ClusterObjects:
+        """What pods depend on besides themselves (`kai.api.dependencies`)."""
+        return ClusterObjects(self.volume_objects(), self.config_maps)
 
 
 class ClusterCache(WatchCache):
@@ -129,6 +138,7 @@ class ClusterCache(WatchCache):
             claims=MappingProxyType(dict(self.current(CLAIMS))),
             volumes=MappingProxyType(dict(self.current(VOLUMES))),
             storage_classes=MappingProxyType(dict(self.current(STORAGE_CLASSES))),
+            config_maps=MappingProxyType(dict(self.current(CONFIG_MAPS))),
         )
 
     def _logged(self, resource: Resource) -> Objects:

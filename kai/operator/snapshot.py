@@ -7,7 +7,8 @@ message (shown in the group's status and events); an unreadable node, queue or
 priority class is left out and logged. Parsing is memoised by resourceVersion, so
 a cycle parses only what changed since the previous one; pods of one template that
 a cycle sees new are validated once (`kai.api.pods.SiblingParser`); a pod that names
-volume claims is read with them (`kai.operator.claims_memo`); and a pod that waits for
+volume claims or requires ConfigMaps is read with them (`kai.operator.dependencies_memo`);
+and a pod that waits for
 the pod grouper (on no node, in no group yet) is not read at all: it holds nothing.
 
 Three pieces of the scheduler's own recent work are laid over the cache, because
@@ -30,18 +31,18 @@ import structlog
 
 from kai.api.constants import SCHEDULER_NAME, default_priority_classes
 from kai.api.corev1 import PriorityClass
+from kai.api.dependencies import depends
 from kai.api.errors import ManifestError, object_ref, validated
 from kai.api.host_ports import ports_in_use
 from kai.api.parse import parse_node, parse_pod_group, parse_queue, validate_queue_tree
 from kai.api.pods import SiblingParser, annotated_pod_group_key, reparsed
 from kai.api.reservations import counted_reservations
 from kai.api.topologies import parse_topology
-from kai.api.volumes import names_claims
 from kai.engine.model import Node, Pod, PodGroup, PodPhase, Queue, SetAside, Snapshot, Topology
 from kai.engine.snapshot_changes import SnapshotChanges
 from kai.grouping import PodGroupPlan, grouped_manifest
 from kai.operator.cache import ClusterView
-from kai.operator.claims_memo import ClaimsMemo
+from kai.operator.dependencies_memo import DependenciesMemo
 from kai.operator.parse_memo import ParseMemo
 from kai.operator.port_offers import PortOffers
 from kai.operator.snapshot_lineage import Lineage
@@ -82,7 +83,7 @@ class SnapshotBuilder:
         self._queues: ParseMemo[Queue] = ParseMemo()
         self._groups: ParseMemo[PodGroup] = ParseMemo()
         self._pods: ParseMemo[Pod] = ParseMemo()
-        self._claims = ClaimsMemo()
+        self._dependencies = DependenciesMemo()
         self._ports = PortOffers()
         self._siblings = SiblingParser()
         self._topologies: ParseMemo[Topology] = ParseMemo()
@@ -142,7 +143,7 @@ class SnapshotBuilder:
         )
         for memo in memos:
             memo.end_cycle()
-        self._claims.end_cycle()
+        self._dependencies.end_cycle()
         self._siblings.forget()
         # A problem gone from the cluster is forgotten, so the memory does not grow for ever.
         self._reported, self._reported_now = self._reported_now, set()
@@ -323,7 +324,7 @@ class SnapshotBuilder:
         namespace = self._reservation_namespace
         in_reservations = f"{namespace}/"
         kept, others = self._pods.kept(view.pods, overlaid)
-        volumes = view.volume_objects()
+        cluster = view.dependencies()
         for pod in kept:
             (reservations if pod.namespace == namespace else pods).append(pod)
         for key in others:
@@ -338,21 +339,22 @@ class SnapshotBuilder:
             parse: Callable[[], Pod] = partial(self._siblings.parse, readable, group_key)
             if key.startswith(in_reservations):  # a device's holder: counted, never scheduled
                 parse = partial(_not_ours, parse)
-            claimant = names_claims(manifest)
+            dependent = depends(manifest)
             parsed = self._pods.get(
                 key,
                 (_version(manifest), group_key, plan is not None),
                 parse,
                 (group_key, readable),
                 partial(_reparsed, group_key, readable),
-                # kept only when the cache's pod alone decided: not its claims, nor overlays
-                None if key in overlaid or claimant else manifest,
+                # kept only when the cache's pod alone decided: not what it depends on, nor
+                # the overlay
+                None if key in overlaid or dependent else manifest,
             )
             if isinstance(parsed, ManifestError):
                 self._set_pod_aside(key, readable, group_key, parsed, groups, set_aside)
                 continue
-            if claimant:
-                parsed = self._claims.applied(key, parsed, manifest, volumes)
+            if dependent:
+                parsed = self._dependencies.applied(key, parsed, manifest, cluster)
             assumed = overlay.assumed.get(key)
             if assumed is not None and parsed.phase in (PodPhase.PENDING, PodPhase.BOUND):
                 parsed = dataclasses.replace(

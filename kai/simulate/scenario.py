@@ -14,18 +14,19 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from kai.api.dependencies import depends, with_dependencies
 from kai.api.errors import ManifestError, ObjectRef, object_ref
 from kai.api.host_ports import offering, ports_in_use
 from kai.api.parse import (
     ParsedObjects,
     SourcedObject,
+    cluster_objects,
     parse_objects,
     parse_pod,
     parse_pod_group,
-    volume_objects,
 )
 from kai.api.shards import NODE_POOL_LABEL_KEY
-from kai.api.volumes import claim_keys, ephemeral_claims, names_claims, read_claims, with_claims
+from kai.api.volumes import claim_keys, ephemeral_claims
 from kai.engine.model import Pod, PodGroup, Snapshot
 from kai.grouping import GroupingError, grouped_manifest, plan_pod_group, resolve_owner_chain
 from kai.workloads.catalog import catalog_registry
@@ -43,6 +44,7 @@ _READ_KINDS = (
     "PersistentVolumeClaim",
     "PersistentVolume",
     "StorageClass",
+    "ConfigMap",
     "List",
 )
 """Kinds read as they are, never expanded as a workload."""
@@ -78,7 +80,7 @@ def load_scenario(
         for item in unsupported
     ]
     pods, groups = _group_pods(parsed, registry, problems, node_pool_label)
-    pods = _with_claims(pods, parsed, problems)
+    pods = _with_dependencies(pods, parsed, problems)
     if problems:
         raise InvalidScenarioError("\n".join(problems))
     ports = ports_in_use(pods)
@@ -110,25 +112,27 @@ def _expand_workloads(
     return result
 
 
-def _with_claims(pods: list[Pod], parsed: ParsedObjects, problems: list[str]) -> list[Pod]:
-    """The pods with what their volume claims say of where they may run (`kai.api.volumes`)."""
+def _with_dependencies(pods: list[Pod], parsed: ParsedObjects, problems: list[str]) -> list[Pod]:
+    """The pods with what their volume claims and the ConfigMaps they require say
+    (`kai.api.dependencies`)."""
     sources = {item.pod.key: (item.source, item.manifest) for item in parsed.pods}
-    given = volume_objects(parsed)
+    given = cluster_objects(parsed)
     # What the ephemeral volume controller would make, unless the input has it already.
     made = {k: v for _, m in sources.values() for k, v in ephemeral_claims(m).items()}
-    objects = dataclasses.replace(given, claims={**made, **given.claims})
+    claims = {**made, **given.volumes.claims}
+    objects = dataclasses.replace(given, volumes=dataclasses.replace(given.volumes, claims=claims))
     result: list[Pod] = []
     for pod in pods:
         source, manifest = sources.get(pod.key, ("", {}))
-        if not names_claims(manifest):
+        if not depends(manifest):
             result.append(pod)
             continue
         try:
-            keys = claim_keys(manifest)
+            claim_keys(manifest)
         except ManifestError as error:
             problems.append(f"{source}: {error}")
             continue
-        result.append(with_claims(pod, read_claims(keys, objects)))
+        result.append(with_dependencies(pod, manifest, objects))
     return result
 
 

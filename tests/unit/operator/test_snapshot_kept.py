@@ -8,7 +8,8 @@ invalid; PodGroups created, changed and deleted, some invalid; a queue breaking 
 mending; priority classes changing; reservation pods, counted or not as shares of their
 devices come and go; the overlay's plans, assumed
 binds and held groups coming and going; pods' volume claims made, bound, told a node and
-deleted; host ports asked and given up), a long-lived builder's snapshot equals the
+deleted; host ports asked and given up; ConfigMaps pods read made and deleted), a
+long-lived builder's snapshot equals the
 snapshot a builder that never saw the cluster builds from the same view and overlay.
 """
 
@@ -25,6 +26,7 @@ from typing import Any
 from kai.api.host_ports import ports_in_use
 from kai.api.volumes import BIND_COMPLETED_ANNOTATION, SELECTED_NODE_ANNOTATION
 from kai.engine.model import SetAside, Snapshot
+from kai.engine.prerequisites import MISSING_CONFIG_MAPS, VOLUME_CLAIM_NOT_READY
 from kai.grouping import PodGroupPlan
 from kai.operator.cache import ClusterView
 from kai.operator.snapshot import Assumed, Overlay, SnapshotBuilder
@@ -123,6 +125,7 @@ class _Cache:
         self.made = 0
         self.devices: list[tuple[str, str]] = []  # (node, device) of each reservation pod
         self.claims: dict[str, dict[str, Any]] = {}
+        self.config_maps: dict[str, dict[str, Any]] = {}
 
     def step(self) -> Overlay:
         rng = self.rng
@@ -154,6 +157,10 @@ class _Cache:
             self.devices.append((node, device))
         for _ in range(rng.randint(0, 2)):
             self._change_claim()
+        if rng.random() < 0.3:  # a ConfigMap some pods read is made, or deleted
+            key = f"team/settings-{rng.randint(0, 2)}"
+            if self.config_maps.pop(key, None) is None:
+                self.config_maps[key] = {"metadata": {"name": key[5:], "namespace": "team"}}
         if rng.random() < 0.05:
             self.pods.store.relist()  # a watch expired: every object is a new one
         return self._overlay()
@@ -193,6 +200,9 @@ class _Cache:
             self.groups[f"team/{group}"] = _group(group, self.version, *self._group_fields())
         gpus = rng.choice(("1", "1", "2", "lots"))
         made = _pod(name, self.version, group, None, gpus, "Pending")
+        if rng.random() < 0.2:  # it reads a ConfigMap: while pending, it waits for it
+            source = {"configMapRef": {"name": f"settings-{rng.randint(0, 2)}"}}
+            made["spec"]["containers"][0]["envFrom"] = [source]
         if rng.random() < 0.15:  # a host port: every node offers it while a pod asks it
             port = {"containerPort": 80, "hostPort": rng.choice((8080, 9090))}
             made["spec"]["containers"][0]["ports"] = [port]
@@ -251,6 +261,7 @@ class _Cache:
             self.nodes.store.copy(), self.pods.store.copy(), self.queues.store.copy(),
             self.groups.store.copy(), MappingProxyType(dict(self.classes)), empty, self.version,
             claims=MappingProxyType(dict(self.claims)), volumes=VOLUMES, storage_classes=CLASSES,
+            config_maps=MappingProxyType(dict(self.config_maps)),
         )  # fmt: skip
 
 
@@ -282,16 +293,15 @@ def test_a_builder_that_keeps_parses_builds_what_a_new_builder_builds() -> None:
             assert built == fresh, seed
             kept_any = kept_any or bool(built.pods)
             ports_offered["some" if ports_in_use(built.pods) else "none"] += 1
-            claims_read.update(
-                "held" if pod.placement.volume_terms else "waiting"
-                for pod in built.pods
-                if pod.volume_wait is not None or pod.placement.volume_terms
-            )
+            claims_read.update("held" for pod in built.pods if pod.placement.volume_terms)
+            claims_read.update(pod.waits_for.reason for pod in built.pods if pod.waits_for)
             if last is not None:
                 told.update(_assert_told_exactly(last, built))
             last = built
     assert kept_any
-    assert claims_read["held"] > 100 and claims_read["waiting"] > 100, claims_read
+    assert claims_read["held"] > 100, claims_read
+    assert claims_read[VOLUME_CLAIM_NOT_READY] > 100, claims_read
+    assert claims_read[MISSING_CONFIG_MAPS] > 50, claims_read
     assert ports_offered["some"] > 100 and ports_offered["none"] > 20, ports_offered
     # Pods told in the cycles without held groups nor any the cycle before, reservation
     # pods or not (while those were left out: 89 of 725 cycles).
