@@ -196,6 +196,17 @@ async def delete_queue(api: client.ApiClient, name: str) -> None:
         await client.CustomObjectsApi(api).delete_cluster_custom_object(*QUEUES, name)
 
 
+@contextlib.asynccontextmanager
+async def a_queue(api: client.ApiClient, prefix: str) -> AsyncIterator[str]:
+    """A queue of its own for a test (no quota, no limit), deleted at its end."""
+    name = unique(prefix)
+    await create_queue(api, name)
+    try:
+        yield name
+    finally:
+        await delete_queue(api, name)
+
+
 async def get_queue(api: client.ApiClient, name: str) -> dict[str, Any]:
     found: dict[str, Any] = await client.CustomObjectsApi(api).get_cluster_custom_object(
         *QUEUES, name

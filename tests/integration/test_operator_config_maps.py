@@ -9,9 +9,8 @@ the ConfigMap is made, the pod is bound.
 from __future__ import annotations
 
 from kai_operator_support import (
+    a_queue,
     bound_pods,
-    create_queue,
-    delete_queue,
     gpu_pod,
     operator_config,
     running_operator,
@@ -35,36 +34,31 @@ async def test_a_pod_waits_for_the_config_map_it_reads_then_is_bound(
     pool = {"kai-test/config-maps": unique("pool")}
     node = unique("gpu")
     await gpu_nodes(GpuNode(name=node, gpus=2, gpu_memory_mib=40960, topology=pool))
-    queue = unique("cm")
-    await create_queue(api, queue)
     config = operator_config(control_plane.kubeconfig, namespace)
-    try:
-        async with running_operator(config):
-            pod = gpu_pod("reader", queue, gpus=1)
-            pod.spec.node_selector = pool
-            source = client.V1ConfigMapEnvSource(name="settings")
-            pod.spec.containers[0].env_from = [client.V1EnvFromSource(config_map_ref=source)]
-            await core.create_namespaced_pod(namespace, pod)
+    async with a_queue(api, "cm") as queue, running_operator(config):
+        pod = gpu_pod("reader", queue, gpus=1)
+        pod.spec.node_selector = pool
+        source = client.V1ConfigMapEnvSource(name="settings")
+        pod.spec.containers[0].env_from = [client.V1EnvFromSource(config_map_ref=source)]
+        await core.create_namespaced_pod(namespace, pod)
 
-            async def told() -> bool:
-                return "reader" not in await bound_pods(api, namespace) and (
-                    await told_unschedulable(
-                        api,
-                        namespace,
-                        "reader",
-                        f"missing required ConfigMaps in namespace {namespace}: settings",
-                    )
+        async def told() -> bool:
+            return "reader" not in await bound_pods(api, namespace) and (
+                await told_unschedulable(
+                    api,
+                    namespace,
+                    "reader",
+                    f"missing required ConfigMaps in namespace {namespace}: settings",
                 )
-
-            await wait_for("the pod told it waits for its ConfigMap", told)
-            settings = client.V1ConfigMap(
-                metadata=client.V1ObjectMeta(name="settings"), data={"mode": "fast"}
             )
-            await core.create_namespaced_config_map(namespace, settings)
 
-            async def bound() -> bool:
-                return (await bound_pods(api, namespace)).get("reader") == node
+        await wait_for("the pod told it waits for its ConfigMap", told)
+        settings = client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name="settings"), data={"mode": "fast"}
+        )
+        await core.create_namespaced_config_map(namespace, settings)
 
-            await wait_for("the pod bound once its ConfigMap exists", bound)
-    finally:
-        await delete_queue(api, queue)
+        async def bound() -> bool:
+            return (await bound_pods(api, namespace)).get("reader") == node
+
+        await wait_for("the pod bound once its ConfigMap exists", bound)

@@ -16,14 +16,10 @@ Each test's pods select its own nodes by a label, so other tests' nodes take non
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
-
 import pytest
 from kai_operator_support import (
+    a_queue,
     bound_pods,
-    create_queue,
-    delete_queue,
     gpu_pod,
     operator_config,
     running_operator,
@@ -39,16 +35,6 @@ from kai.testing.fakes import GpuNode, NodeFactory
 RDMA = "rdma/hca"
 SLICE = "nvidia.com/mig-1g.10gb"
 MIXED = {"nvidia.com/mig.strategy": "mixed", "node-role.kubernetes.io/mig-enabled": "true"}
-
-
-@contextlib.asynccontextmanager
-async def _queue(api: client.ApiClient, prefix: str) -> AsyncIterator[str]:
-    name = unique(prefix)
-    await create_queue(api, name)
-    try:
-        yield name
-    finally:
-        await delete_queue(api, name)
 
 
 def _pod(
@@ -84,7 +70,7 @@ async def test_the_placement_strategy_decides_where_the_second_pod_goes(
     for name in names:
         await gpu_nodes(GpuNode(name=name, gpus=4, gpu_memory_mib=40960, topology=pool))
     config = operator_config(control_plane.kubeconfig, namespace, placement=placement)
-    async with _queue(api, "place") as queue, running_operator(config):
+    async with a_queue(api, "place") as queue, running_operator(config):
         for index in range(2):
             await core.create_namespaced_pod(namespace, _pod(f"p{index}", queue, pool, gpus=1))
 
@@ -111,7 +97,7 @@ async def test_a_pod_that_asks_for_an_rdma_device_goes_where_one_is_free(
         GpuNode(name=wired, gpus=4, gpu_memory_mib=40960, topology=pool, extended={RDMA: "1"})
     )
     config = operator_config(control_plane.kubeconfig, namespace)
-    async with _queue(api, "rdma") as queue, running_operator(config):
+    async with a_queue(api, "rdma") as queue, running_operator(config):
         for index in range(2):
             pod = _pod(f"p{index}", queue, pool, gpus=1, devices={RDMA: "1"})
             await core.create_namespaced_pod(namespace, pod)
@@ -148,7 +134,7 @@ async def test_a_mig_slice_goes_to_the_mig_node_and_a_whole_gpu_does_not(
         )
     )
     config = operator_config(control_plane.kubeconfig, namespace)
-    async with _queue(api, "mig") as queue, running_operator(config):
+    async with a_queue(api, "mig") as queue, running_operator(config):
         for pod in (
             _pod("sliced", queue, pool, devices={SLICE: "1"}),
             _pod("whole", queue, pool, gpus=1),
@@ -176,7 +162,7 @@ async def test_pods_that_ask_for_one_host_port_take_a_node_each(
     for name in names:
         await gpu_nodes(GpuNode(name=name, gpus=4, gpu_memory_mib=40960, topology=pool))
     config = operator_config(control_plane.kubeconfig, namespace)
-    async with _queue(api, "ports") as queue, running_operator(config):
+    async with a_queue(api, "ports") as queue, running_operator(config):
         for index in range(3):
             pod = _pod(f"p{index}", queue, pool, gpus=1)
             port = client.V1ContainerPort(container_port=80, host_port=8080)

@@ -20,9 +20,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from kai_operator_support import (
+    a_queue,
     bound_pods,
-    create_queue,
-    delete_queue,
     gpu_pod,
     operator_config,
     running_operator,
@@ -130,62 +129,61 @@ async def test_claims_decide_the_node_are_told_it_and_hold_the_pod_until_bound(
     disk_a, disk_b = unique("disk"), unique("disk")
     zonal, at_once = unique("zonal"), unique("now")
     claims = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims"
-    queue = unique("volumes")
-    await create_queue(api, queue)
     config = operator_config(control_plane.kubeconfig, namespace)
-    try:
-        async with _cluster_wide(kube) as created, running_operator(config):
-            for path, manifest in (
-                (VOLUMES, _volume(disk_a, node_a)),
-                (VOLUMES, _volume(disk_b, node_b)),
-                (CLASSES, _class(zonal, "WaitForFirstConsumer", ["b"])),
-                (CLASSES, _class(at_once, "Immediate")),
-            ):
-                await kube.create(path, manifest)
-                created.append(f"{path}/{manifest['metadata']['name']}")
-            bound_there = {BIND_COMPLETED_ANNOTATION: "yes"}
-            await kube.create(claims, _claim("local", "", bound_there, volume=disk_b))
-            await kube.create(claims, _claim("scratch", zonal))
-            await kube.create(claims, _claim("later", at_once))
+    async with (
+        a_queue(api, "volumes") as queue,
+        _cluster_wide(kube) as created,
+        running_operator(config),
+    ):
+        for path, manifest in (
+            (VOLUMES, _volume(disk_a, node_a)),
+            (VOLUMES, _volume(disk_b, node_b)),
+            (CLASSES, _class(zonal, "WaitForFirstConsumer", ["b"])),
+            (CLASSES, _class(at_once, "Immediate")),
+        ):
+            await kube.create(path, manifest)
+            created.append(f"{path}/{manifest['metadata']['name']}")
+        bound_there = {BIND_COMPLETED_ANNOTATION: "yes"}
+        await kube.create(claims, _claim("local", "", bound_there, volume=disk_b))
+        await kube.create(claims, _claim("scratch", zonal))
+        await kube.create(claims, _claim("later", at_once))
 
-            first = _pod("first", queue, pool)
-            first.spec.node_selector = {**pool, ZONE: "a"}
-            await core.create_namespaced_pod(namespace, first)
+        first = _pod("first", queue, pool)
+        first.spec.node_selector = {**pool, ZONE: "a"}
+        await core.create_namespaced_pod(namespace, first)
 
-            async def first_bound() -> bool:
-                return (await bound_pods(api, namespace)).get("first") == node_a
+        async def first_bound() -> bool:
+            return (await bound_pods(api, namespace)).get("first") == node_a
 
-            await wait_for("the first pod on the zone-a node", first_bound)
-            for name, claim in (("reader", "local"), ("writer", "scratch"), ("waiter", "later")):
-                await core.create_namespaced_pod(namespace, _pod(name, queue, pool, claim))
+        await wait_for("the first pod on the zone-a node", first_bound)
+        for name, claim in (("reader", "local"), ("writer", "scratch"), ("waiter", "later")):
+            await core.create_namespaced_pod(namespace, _pod(name, queue, pool, claim))
 
-            async def placed_by_their_claims() -> bool:
-                placed = await bound_pods(api, namespace)
-                return (
-                    placed.get("reader") == node_b
-                    and placed.get("writer") == node_b
-                    and "waiter" not in placed
-                    and await told_unschedulable(
-                        api,
-                        namespace,
-                        "waiter",
-                        f"claim {namespace}/later is not bound",
-                        "Immediate",
-                    )
+        async def placed_by_their_claims() -> bool:
+            placed = await bound_pods(api, namespace)
+            return (
+                placed.get("reader") == node_b
+                and placed.get("writer") == node_b
+                and "waiter" not in placed
+                and await told_unschedulable(
+                    api,
+                    namespace,
+                    "waiter",
+                    f"claim {namespace}/later is not bound",
+                    "Immediate",
                 )
-
-            await wait_for("reader and writer on zone b, waiter told why", placed_by_their_claims)
-            scratch = await kube.get(f"{claims}/scratch")
-            assert scratch["metadata"]["annotations"][SELECTED_NODE_ANNOTATION] == node_b
-
-            await kube.merge_patch(
-                f"{claims}/later",
-                {"metadata": {"annotations": bound_there}, "spec": {"volumeName": disk_a}},
             )
 
-            async def waiter_bound() -> bool:
-                return (await bound_pods(api, namespace)).get("waiter") == node_a
+        await wait_for("reader and writer on zone b, waiter told why", placed_by_their_claims)
+        scratch = await kube.get(f"{claims}/scratch")
+        assert scratch["metadata"]["annotations"][SELECTED_NODE_ANNOTATION] == node_b
 
-            await wait_for("the waiter bound where its claim's volume is", waiter_bound)
-    finally:
-        await delete_queue(api, queue)
+        await kube.merge_patch(
+            f"{claims}/later",
+            {"metadata": {"annotations": bound_there}, "spec": {"volumeName": disk_a}},
+        )
+
+        async def waiter_bound() -> bool:
+            return (await bound_pods(api, namespace)).get("waiter") == node_a
+
+        await wait_for("the waiter bound where its claim's volume is", waiter_bound)
