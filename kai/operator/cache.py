@@ -135,10 +135,10 @@ class ClusterCache(WatchCache):
             kartas=self._logged(KARTAS),
             revision=self.revision,
             topologies=self._logged(TOPOLOGIES),
-            claims=MappingProxyType(dict(self.current(CLAIMS))),
-            volumes=MappingProxyType(dict(self.current(VOLUMES))),
-            storage_classes=MappingProxyType(dict(self.current(STORAGE_CLASSES))),
-            config_maps=MappingProxyType(dict(self.current(CONFIG_MAPS))),
+            claims=self._logged(CLAIMS),
+            volumes=self._logged(VOLUMES),
+            storage_classes=self._logged(STORAGE_CLASSES),
+            config_maps=self._logged(CONFIG_MAPS),
         )
 
     def _logged(self, resource: Resource) -> Objects:
