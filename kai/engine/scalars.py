@@ -10,8 +10,9 @@ refused it.
 
 Amounts are whole thousandths of a unit (a Kubernetes quantity's milli value): asks
 rounded up, allocatable down, so that sums compare exactly. The greedy pass, the
-eviction actions and the explanations read this module; the CP-SAT allocation model
-does not, and leaves the gangs that ask for any to the greedy pass.
+eviction actions and the explanations read this module; the CP-SAT allocation model counts
+them per node class (`kai.engine.solver.shapes.NodeClass.scalars_total`), and its decoder
+per node.
 """
 
 from __future__ import annotations

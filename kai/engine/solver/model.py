@@ -4,7 +4,7 @@ Decisions: which gangs are admitted (one boolean per gang: all its core pods or
 none), how many elastic pods each gets, how many pods of each shape go to each node
 class, and how many nodes (or shared devices) of each class take each packing
 pattern. Constraints: gang linking, exact GPU packing through patterns, per-class
-CPU / memory / pod totals, queue limits and non-preemptible quota at every
+CPU / memory / pod / scalar-resource totals, queue limits and non-preemptible quota at every
 ancestor. The objective is lexicographic: gangs in KAI's order first (the order the
 greedy pass offered them, which already holds queue priority, hierarchical fair
 share and job order), then elastic pods, then fewer shared devices opened, then
@@ -13,6 +13,7 @@ placement quality (bin-packing or spread).
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +56,18 @@ def order_window(accepted: Sequence[bool]) -> range:
     fixed, those after share one rank-weighted tier (`AllocationModel._add_order_tiers`)."""
     first = next((i for i, ok in enumerate(accepted) if not ok), len(accepted))
     return range(first, min(first + ORDER_WINDOW, len(accepted)))
+
+
+def scalar_units(shapes: Sequence[Shape]) -> dict[str, int]:
+    """Per scalar resource, the greatest common divisor of what the shapes ask for. Counted
+    in it, a class's sum stays exact (each side a multiple of it, the free amount rounded
+    down) and within 64 bits: in thousandths of a byte, the ephemeral storage of 200 nodes
+    of 64 TiB each is past 2**63."""
+    units: dict[str, int] = {}
+    for shape in shapes:
+        for name, amount in shape.scalars:
+            units[name] = math.gcd(units.get(name, 0), amount)
+    return units
 
 
 def _ceil(value: Fraction) -> int:
@@ -142,6 +155,7 @@ class AllocationModel:
         self._gang_terms: dict[str, list[tuple[cp_model.IntVar, Resources, int]]] = defaultdict(
             list
         )
+        self._scalar_units = scalar_units(data.shapes)
         self._build()
 
     # -- construction --------------------------------------------------------------------
@@ -204,6 +218,9 @@ class AllocationModel:
             per_node = min(per_node, _floor(node_class.memory / shape.memory))
         if shape.whole:
             per_node = min(per_node, node_class.whole_gpus // shape.whole)
+        most = dict(node_class.scalars_most)
+        for name, amount in shape.scalars:
+            per_node = min(per_node, most.get(name, 0) // amount)
         return max(0, per_node) * node_class.size
 
     def _add_class(self, node_class: NodeClass) -> None:
@@ -224,6 +241,18 @@ class AllocationModel:
                 <= scaled(resource, Fraction(total), False)
             )
         model.add(cp_model.LinearExpr.sum(list(counts.values())) <= node_class.pods_total)
+        for name, total in node_class.scalars_total:
+            unit = self._scalar_units[name]
+            asking = [
+                (var, amount // unit)
+                for s, var in counts.items()
+                if (amount := dict(shapes[s].scalars).get(name))
+            ]
+            if asking:
+                model.add(
+                    cp_model.LinearExpr.weighted_sum([v for v, _ in asking], [a for _, a in asking])
+                    <= total // unit
+                )
 
         whole_sizes = sorted({shapes[s].whole for s in counts if shapes[s].whole})
         fraction_sizes = sorted(

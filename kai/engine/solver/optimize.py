@@ -117,7 +117,11 @@ def optimize(
             shape_index[pod.key] = shape_ids[shape]
     used = [rule.tree.topology.name for _, rules in held for rule in rules.rules.values()]
     classes = build_classes(
-        capacity, eligibility_sets, lambda cap: cap.pods > 0, domain_key(topology, used)
+        capacity,
+        eligibility_sets,
+        lambda cap: cap.pods > 0,
+        domain_key(topology, used),
+        {name for shape in shapes for name, _ in shape.scalars},
     )
     class_of_node: dict[str, NodeClass] = {n: c for c in classes for n in c.nodes}
     kai_placement = Counter(

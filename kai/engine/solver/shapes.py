@@ -10,7 +10,7 @@ lets one exact model cover the whole cycle within its time budget.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -32,8 +32,9 @@ class Shape:
     apart from everyone else's, so the model can hold them to one domain."""
     scalars: Scalars = ()
     """The scalar resources the pod asks for (`kai.engine.scalars`). The model counts them
-    nowhere; the decoder checks each node's, as it does CPU and memory. Kept in the shape so
-    that a pod that asks for none is never dealt a seat meant for one that does."""
+    per node class as it counts CPU and memory (the class's total, and what its roomiest
+    node has free); the decoder checks each node's. Kept in the shape so that a pod that
+    asks for none is never dealt a seat meant for one that does."""
 
     @property
     def fractional(self) -> bool:
@@ -58,6 +59,12 @@ class NodeClass:
     device_memory_mib: int
     residuals: tuple[int, ...]  # free MiB of each existing shared device, ascending
     eligibility: frozenset[int]  # eligibility sets this class belongs to
+    scalars_total: Scalars = ()
+    """Free over all members, of each scalar resource some modelled pod asks for: a class
+    of eight nodes that each offer a host port once can take eight pods that ask for it,
+    not one per GPU."""
+    scalars_most: Scalars = ()
+    """What the roomiest member has free of each: bounds what one node can take."""
 
     @property
     def size(self) -> int:
@@ -93,14 +100,15 @@ def build_classes(
     eligibility_sets: Sequence[frozenset[str]],
     usable: Callable[[NodeCapacity], bool],
     domains: Callable[[str], tuple[object, ...]] = lambda name: (),
+    scalar_names: Collection[str] = (),
 ) -> list[NodeClass]:
     """Group nodes whose GPU state and eligibility are identical (and, with `domains`,
     that sit in the same topology domains: a class never straddles two racks).
 
-    Free CPU, memory and pod slots differ between partly used nodes of one type; they
-    are kept as class totals (and the roomiest member's values) rather than splitting
-    the class, since GPUs, not CPU, decide packing on GPU nodes. The decoder checks
-    each node's own CPU and memory.
+    Free CPU, memory, pod slots and the scalar resources in `scalar_names` differ between
+    partly used nodes of one type; they are kept as class totals (and the roomiest
+    member's values) rather than splitting the class, since GPUs, not CPU, decide packing
+    on GPU nodes. The decoder checks each node's own.
     """
     membership: dict[str, list[int]] = {}
     for index, names in enumerate(eligibility_sets):
@@ -140,6 +148,19 @@ def build_classes(
                 first.node.gpu_memory_mib,
                 residuals,
                 frozenset(membership[members[0]]),
+                *_scalars_of(caps, scalar_names),
             )
         )
     return classes
+
+
+def _scalars_of(caps: Sequence[NodeCapacity], names: Collection[str]) -> tuple[Scalars, Scalars]:
+    """The members' free amounts of these scalar resources: summed, and the largest."""
+    total: list[tuple[str, int]] = []
+    most: list[tuple[str, int]] = []
+    for name in sorted(names):
+        free = [max(0, cap.scalars.get(name, 0)) for cap in caps]
+        if any(free):
+            total.append((name, sum(free)))
+            most.append((name, max(free)))
+    return tuple(total), tuple(most)

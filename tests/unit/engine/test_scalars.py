@@ -99,6 +99,46 @@ def test_the_solver_still_packs_gangs_that_ask_for_one() -> None:
     assert run_cycle(snap, GREEDY).bindings == ()  # greedy alone strands a 3
 
 
+def test_the_model_does_not_promise_a_class_more_devices_than_its_nodes_have() -> None:
+    """Two 10-GPU nodes with one RDMA device each are one node class to the model. The
+    first gang in KAI's order asks for a GPU and a device on each of three pods, which two
+    nodes cannot give; the second (4, 4, 3, 3, 3, 3 GPUs) fits them only as CP-SAT packs it.
+    Counting no devices, the model admitted the first gang (3 GPUs, over the class's 20),
+    which decoding then dropped, and kept the second out for it: nothing was bound."""
+    first = [pod(f"first-{i}", "first", 1, scalars={RDMA: 1}) for i in range(3)]
+    second = [pod(f"second-{i}", "second", gpus) for i, gpus in enumerate((4, 4, 3, 3, 3, 3))]
+    snap = snapshot(
+        [node("a", gpus=10, scalars={RDMA: 1}), node("b", gpus=10, scalars={RDMA: 1})],
+        [*first, *second],
+        [group("first", "q", min_member=3, priority=100), group("second", "q", min_member=6)],
+        [queue("q")],
+    )
+    result = run_cycle(snap, SOLVER)
+    assert result.report.answer == "cp-sat"
+    assert {binding.pod for binding in result.bindings} == {p.key for p in second}
+    assert run_cycle(snap, GREEDY).bindings == ()
+
+
+def test_the_model_counts_terabytes_of_storage_over_many_nodes() -> None:
+    """In thousandths of a byte, 64 TiB of ephemeral storage on each of 200 nodes is past
+    2**63 summed over their class: the model counts it in what the pods ask in common
+    (1 TiB here), else it could not be built and the cycle failed. The 16-GPU pod fits no
+    node, so greedy's answer leaves work and the model is built."""
+    storage = "ephemeral-storage"
+    nodes = [node(f"n{i:03}", gpus=8, scalars={storage: 64 * 2**40}) for i in range(200)]
+    pods = [pod(f"p{i}-0", f"p{i}", 1, scalars={storage: 2**40}) for i in range(300)]
+    groups = [group(f"p{i}", "q") for i in range(300)]
+    snap = snapshot(
+        nodes,
+        [*pods, pod("big-0", "big", 16)],
+        [*groups, group("big", "q")],
+        [queue("q")],
+    )
+    result = run_cycle(snap, SOLVER)
+    assert result.report.status in ("OPTIMAL", "FEASIBLE", "greedy-proved")
+    assert {binding.pod for binding in result.bindings} == {p.key for p in pods}
+
+
 def _held_device() -> Snapshot:
     """n0 has three idle GPUs and its RDMA device held by a low-priority pod; n1 has no
     device and four low-priority pods. The urgent pod asks for a GPU and the device."""
