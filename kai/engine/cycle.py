@@ -34,7 +34,6 @@ from kai.engine.evictions.actions import (
 from kai.engine.evictions.decisions import Eviction, GroupStamps, PipelinedPod
 from kai.engine.evictions.state import EvictionInputs, SnapshotIndex
 from kai.engine.evictions.taken_back import taken_back_decisions
-from kai.engine.evictions.term_seats import wants_a_pod
 from kai.engine.explain import PendingExplainer, explain_incomplete
 from kai.engine.fairshare import QueueShare, compute_fair_shares
 from kai.engine.fragmentation import Fragmentation
@@ -260,7 +259,7 @@ def _run_cycle(snapshot: Snapshot, config: EngineConfig, memo: SnapshotMemo | No
             [
                 left
                 for request in (*placeable, *refused)
-                if not wants_a_pod(request) and (left := left_to_place(request, placed)) is not None
+                if (left := left_to_place(request, placed)) is not None
             ],
             eligible_for,
             memory_mib,

@@ -15,7 +15,8 @@ with every placement before it, its own gang's included, so a gang's pods keep t
 terms among themselves too. The CP-SAT model does not see the terms: it leaves out the
 gangs they concern (`concerns`), which the greedy pass places after its answer (an answer
 that places such a gang worse in KAI's order than the greedy pass did is not taken), and
-the eviction actions leave such a gang waiting. The validator checks the terms on its own.
+the eviction actions seat such a gang's pods by them (`kai.engine.evictions.term_seats`).
+The validator checks the terms on its own.
 """
 
 from __future__ import annotations
@@ -170,6 +171,23 @@ class PodAffinity:
 
         return allowed
 
+    def wanted_by(self, pods: Iterable[Pod], placed: Mapping[str, Placed]) -> set[str]:
+        """The pods (by key) that an affinity term of `pods` selects, on nodes or among the
+        pass's placements: where such a pod goes, the seats that counted on it may not hold."""
+        sources = self._sources(placed)
+        found: set[str] = set()
+        for pod in pods:
+            for term in pod.pod_terms:
+                if term.anti:
+                    continue
+                for source in sources:
+                    found.update(
+                        other.key
+                        for other, _ in source.may_be_selected(term)
+                        if other.key != pod.key and selects(term, other)
+                    )
+        return found
+
     def why_not(self, pod: Pod, nodes: Iterable[str], placed: Mapping[str, Placed]) -> str | None:
         """Why the terms close every one of `nodes` to `pod` beside the pass's placements
         (counts per cause), or None when one is open."""
@@ -201,9 +219,13 @@ class PodAffinity:
             index.add(placement.pod, placement.node)
         return index
 
-    def _domains(self, pod: Pod, placed: Mapping[str, Placed], mates: Sequence[Placed]) -> _Domains:
+    def _sources(self, placed: Mapping[str, Placed]) -> tuple[_Source, _Source]:
+        """The pods a term reads: those on nodes but the ones leaving, then the pass's."""
         on_nodes: _Source = _Leaving(self._on_nodes, self._gone) if self._gone else self._on_nodes
-        sources = (on_nodes, self._pass(placed))
+        return on_nodes, self._pass(placed)
+
+    def _domains(self, pod: Pod, placed: Mapping[str, Placed], mates: Sequence[Placed]) -> _Domains:
+        sources = self._sources(placed)
         around = [(mate.pod, mate.node) for mate in mates]
         closed: dict[str, set[str]] = {}  # topology key -> domains closed to the pod
         for term in pod.pod_terms:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
@@ -956,6 +956,7 @@ def validate_after_evictions(
     waiting = list(pipelined)
     if not waiting:
         return []
+    bindings = list(bindings)
     gone = set(evicted)
     touched = {binding.node for binding in waiting}
     staying = tuple(
@@ -972,4 +973,40 @@ def validate_after_evictions(
     placed = [
         (pods[b.pod], b) for b in [*bindings, *waiting] if b.pod in pods and b.node in touched
     ]
-    return _check_nodes(future, placed, ObjectIndex.of(future))
+    problems = _check_nodes(future, placed, ObjectIndex.of(future))
+    termed = [(pods[b.pod], b.node) for b in waiting if b.pod in pods and pods[b.pod].pod_terms]
+    if termed:
+        problems += _terms_once_gone(
+            snapshot, stuck_after_seconds, gone, [*bindings, *waiting], termed
+        )
+    return problems
+
+
+def _terms_once_gone(
+    snapshot: Snapshot,
+    stuck_after_seconds: float,
+    gone: set[str],
+    placed: Sequence[ProposedBinding],
+    termed: Sequence[tuple[Pod, str]],
+) -> list[str]:
+    """The inter-pod terms of the pipelined pods that have any, read once every victim of
+    the cycle has left, beside the cycle's bindings and the other pipelined pods. Each
+    decision's seats were checked as the decision left things (`_term_problems`); a later
+    decision must not evict the pod an earlier seat's affinity counts on."""
+    pods = {pod.key: pod for pod in snapshot.pods}
+    moved = {b.pod for b in placed}
+    located = [
+        pod
+        for pod in snapshot.pods
+        if pod.node is not None
+        and pod.phase.occupies_node
+        and not pod.frees_room(snapshot.now, stuck_after_seconds)
+        and pod.key not in gone
+        and pod.key not in moved
+    ]
+    located += [
+        dataclasses.replace(pods[b.pod], node=b.node, phase=PodPhase.BOUND)
+        for b in placed
+        if b.pod in pods
+    ]
+    return pod_affinity_problems(snapshot.nodes, located, termed)

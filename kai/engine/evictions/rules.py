@@ -142,6 +142,8 @@ def _candidates(
         victim = gang.group
         if not victim.preemptible or gang.key == preemptor.key:
             continue
+        if state.anchored and any(pod.key in state.anchored for pod in gang.pods):
+            continue  # a seat of this cycle counts on it being where it is
         if action is Action.PREEMPT and victim.priority >= group.priority:
             continue
         minimum = minimum_for(victim.queue)

@@ -121,6 +121,9 @@ class EvictionState:
     _pending_offers: PendingOffers | None = None
     _over_caps: list[tuple[GangRequest, str]] | None = None
     _placed_for_terms: dict[str, PodPlacement] | None = None
+    anchored: set[str] = field(default_factory=set)
+    """The pods (by key) an affinity term of a pod seated this cycle selects: no later
+    decision of the cycle takes or moves them, so the seats that counted on them hold."""
     freed: set[str] = field(default_factory=set)
     """The queues (and their ancestors) victims have left this cycle: a gang `over_caps`
     found refused may fit under their caps again."""
@@ -433,6 +436,12 @@ class EvictionState:
             self.pipelined[record.pod] = record
         if decision.action is Action.CONSOLIDATE:
             self._promise(decision, seats)
+        affinity = self.inputs.pod_affinity
+        wanting = [pod for pod, _, _ in seats if any(not term.anti for term in pod.pod_terms)]
+        if affinity is not None and wanting:
+            self.anchored |= affinity.without(self.evicted).wanted_by(
+                wanting, self.placed_for_terms()
+            )
         self.decisions.append(decision)
         self._free_gpus = None
         self._lowest_victim_priority = None

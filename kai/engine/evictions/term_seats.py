@@ -17,10 +17,12 @@ topology-constrained preemptor is seated so within each candidate domain
 preemptor's victims are chosen by the greedy search alone, and its seats are not moved to
 idle room afterwards.
 
-A gang with an affinity term of its own (a pod it must be near) is no preemptor: a later
-decision of the same cycle may evict the pod its seat counts on, and its own victims would
-have left for nothing. Evictions only ever open an anti-affinity term's domains, so a
-seat kept apart stays kept apart.
+A gang with an affinity term of its own (a pod it must be near) preempts too: its seats
+count on the pods its terms select staying where they are, so once a decision seats it,
+no later decision of the cycle takes or moves those pods (`EvictionState.anchored`), and
+the validator reads every seat's terms again once all the cycle's victims are gone.
+Evictions only ever open an anti-affinity term's domains, so a seat kept apart stays
+kept apart.
 """
 
 from __future__ import annotations
@@ -30,15 +32,9 @@ from collections.abc import Collection, Iterable, Mapping
 from kai.engine.evictions.preemptors import Preemptor
 from kai.engine.evictions.room import Meter, Overlay, Seat, seat_all
 from kai.engine.evictions.state import EvictionState
-from kai.engine.gangs import GangRequest
 from kai.engine.greedy import PodPlacement
 from kai.engine.model import Pod
 from kai.engine.pod_affinity import PodAffinity
-
-
-def wants_a_pod(gang: GangRequest) -> bool:
-    """Whether a pod of the gang has an affinity term of its own: no preemptor then."""
-    return any(not term.anti for pod in (*gang.core, *gang.elastic) for term in pod.pod_terms)
 
 
 def bound_by_terms(state: EvictionState, preemptor: Preemptor) -> bool:

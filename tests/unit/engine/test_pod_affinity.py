@@ -3,8 +3,8 @@
 kai read these terms as if they were not there: two replicas meant for two nodes could
 share one. The parser now reads them (`kai.api.pod_affinity`), the greedy pass keeps them
 pod by pod beside everything placed before (`kai.engine.pod_affinity`), the CP-SAT
-model leaves the gangs they concern to it, the eviction actions leave such a gang
-waiting, and the validator checks them on its own. KAI's three cases
+model leaves the gangs they concern to it, the eviction actions seat such a gang's pods
+by them, and the validator checks them on its own. KAI's three cases
 (`interpod_affinity_test`) pass.
 """
 
@@ -27,7 +27,7 @@ from kai.engine.model import (
     Requirement,
     Snapshot,
 )
-from kai.engine.validator import ProposedBinding, validate
+from kai.engine.validator import ProposedBinding, validate, validate_after_evictions
 from kai.engine.validator_pod_affinity import pod_affinity_problems
 from tests.unit.engine.builders import group, node, pod, queue, snapshot
 from tests.unit.engine.test_topology import RACK, cluster, constrained
@@ -245,21 +245,63 @@ def test_a_gangs_workers_preempt_one_per_node() -> None:
     assert sorted(seats.values()) == ["n0", "n1"]
 
 
-def test_a_gang_that_wants_a_pod_nearby_is_no_preemptor() -> None:
-    """A later decision of the cycle could evict the pod its seat counts on: it waits for
-    room. Here a db pod that stays runs on n0 beside a low-priority pod; without the term
-    the pod preempts."""
+def _near_db(*, competitor: bool) -> Snapshot:
+    """db (priority 20) runs on n0 beside a priority-10 pod; n1 runs the cycle's first victim
+    by KAI's order (priority 5) beside a pod no one here may evict. `high` (priority 100)
+    must run beside db. With `competitor`, n1 runs only pods no one here may evict, and a
+    plain pod of priority 90 waits too."""
     near_db = _term(False, app="db")
-    snap = _beside(
+    pods = [
         _with(pod("db-0", "db", 1, node_name="n0"), app="db"),
+        pod("low-0", "low", 1, node_name="n0"),
+        pod("least-0", "least", 1, node_name="n1"),
+        pod("keep-0", "keep", 1, node_name="n1"),
         _with(pod("high-0", "high", 1), near_db, app="web"),
-    )
-    result = run_cycle(snap, GREEDY)
-    assert (result.evictions, result.bindings) == ((), ())
+    ]
+    groups = [
+        group("db", "q", priority=20),
+        group("low", "q", priority=10),
+        group("least", "q", priority=100 if competitor else 5),
+        group("keep", "q", priority=100),
+        group("high", "q", priority=100),
+    ]
+    if competitor:
+        pods.append(pod("next-0", "next", 1))
+        groups.append(group("next", "q", priority=90))
+    return snapshot([_host("n0"), _host("n1")], pods, groups, [queue("q")])
+
+
+def test_a_gang_that_wants_a_pod_nearby_preempts_beside_it() -> None:
+    """Its pod is seated where its term holds once the victims are gone: it evicts the pod
+    beside db, not the first victim by KAI's order on the other node. Before, such a gang
+    was no preemptor and waited for room."""
+    result = run_cycle(_near_db(competitor=False), GREEDY)
+    assert [e.pod for e in result.evictions] == ["ns/low-0"]
+    assert {r.pod: r.node for r in result.pipelined} == {"ns/high-0": "n0"}
+    plain = _near_db(competitor=False)
     plain = dataclasses.replace(
-        snap, pods=(*snap.pods[:-1], dataclasses.replace(snap.pods[-1], pod_terms=()))
+        plain, pods=(*plain.pods[:-1], dataclasses.replace(plain.pods[-1], pod_terms=()))
     )
-    assert len(run_cycle(plain, GREEDY).evictions) == 1
+    assert [e.pod for e in run_cycle(plain, GREEDY).evictions] == ["ns/least-0"]
+
+
+def test_no_later_decision_takes_the_pod_an_earlier_seat_counts_on() -> None:
+    """high is seated beside db. next (priority 90) could then take db's GPU, db being
+    below it, and high's seat would count on a pod gone: db is kept, and next waits."""
+    result = run_cycle(_near_db(competitor=True), GREEDY)
+    assert [e.pod for e in result.evictions] == ["ns/low-0"]
+    assert {r.pod: r.node for r in result.pipelined} == {"ns/high-0": "n0"}
+    assert not result.groups["ns/next"].scheduled
+
+
+def test_the_validator_reads_a_seats_affinity_once_every_victim_is_gone() -> None:
+    """A seat beside db, checked when its decision was made, is broken by a later eviction
+    of db; the validator's own check once all victims have left says so."""
+    snap = _near_db(competitor=False)
+    seat = ProposedBinding("ns/high-0", "n0", ())
+    assert validate_after_evictions(snap, [], ["ns/low-0"], [seat], 30.0) == []
+    problems = validate_after_evictions(snap, [], ["ns/low-0", "ns/db-0"], [seat], 30.0)
+    assert problems == ["pod ns/high-0 on n0: no pod its affinity wants is near"]
 
 
 def test_a_replica_may_take_the_place_of_the_replica_it_evicts() -> None:
