@@ -74,10 +74,18 @@ class PodAffinityTerm(WireModel):
     mismatch_label_keys: list[str] = Field(default_factory=list)
 
 
+class WeightedPodAffinityTerm(WireModel):
+    weight: int = Field(ge=1, le=100)
+    pod_affinity_term: PodAffinityTerm
+
+
 class PodAffinity(WireModel):
-    """podAffinity or podAntiAffinity; preferred terms are scores, which kai does not read."""
+    """podAffinity or podAntiAffinity: terms required, and terms preferred with a weight."""
 
     required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] = Field(
+        default_factory=list
+    )
+    preferred_during_scheduling_ignored_during_execution: list[WeightedPodAffinityTerm] = Field(
         default_factory=list
     )
 

@@ -1,16 +1,18 @@
-"""A pod's required inter-pod affinity and anti-affinity terms, read as Kubernetes reads them.
+"""A pod's inter-pod affinity and anti-affinity terms, required and preferred, read as Kubernetes reads them.
 
 A term selects pods by a label selector (null: no pod; empty: every pod) in a set of
 namespaces: those listed, the pod's own when none is listed, every namespace when the
 namespace selector is empty. `matchLabelKeys` and `mismatchLabelKeys` add the pod's own
 value of each key to the selector (In and NotIn), as the API server does when it admits
 the pod; a key the pod does not carry adds nothing. A namespace selector with labels
-needs the namespaces' labels, which kai does not read: such a term is one kai cannot
-honour yet (`kai.api.unhonoured`) and is not returned here.
+needs the namespaces' labels, which kai does not read: such a required term is one kai
+cannot honour yet (`kai.api.unhonoured`) and is not returned here; such a preferred term
+is left out (a preference unread, where kube-scheduler would score it).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping
 
 from kai.api import corev1
@@ -28,6 +30,25 @@ def pod_terms(
         for _, anti, term in _required(affinity)
         if not _reads_namespace_labels(term)
     )
+
+
+def preferred_terms(
+    affinity: corev1.Affinity | None, namespace: str, labels: Mapping[str, str]
+) -> tuple[PodAffinityTerm, ...]:
+    """The pod's preferred terms, each with its weight, affinity first, in the order written."""
+    if affinity is None:
+        return ()
+    found: list[PodAffinityTerm] = []
+    for anti, kind in ((False, affinity.pod_affinity), (True, affinity.pod_anti_affinity)):
+        for weighted in kind.preferred_during_scheduling_ignored_during_execution if kind else []:
+            term = weighted.pod_affinity_term
+            if not _reads_namespace_labels(term):
+                found.append(
+                    dataclasses.replace(
+                        _term(anti, term, namespace, labels), weight=weighted.weight
+                    )
+                )
+    return tuple(found)
 
 
 def namespace_selector_field(affinity: corev1.Affinity | None) -> str | None:

@@ -28,7 +28,7 @@ from kai.api.fields import ObjectMeta, integer_or_none
 from kai.api.gpu_sharing import pod_gpu_request
 from kai.api.host_ports import asked_ports
 from kai.api.placement import pod_placement
-from kai.api.pod_affinity import pod_terms
+from kai.api.pod_affinity import pod_terms, preferred_terms
 from kai.api.projection import field_keys, read_part
 from kai.api.requests import container_errors, effective_requests
 from kai.api.scalars import asked_scalars, counted_gpus
@@ -81,6 +81,7 @@ def parse_pod(manifest: Mapping[str, Any], pod_group_key: str) -> Pod:
         unhonoured=unhonoured_field(spec),
         labels=tuple(sorted(metadata.labels.items())),
         pod_terms=pod_terms(spec.affinity, ref.namespace or "default", metadata.labels),
+        preferred_terms=preferred_terms(spec.affinity, ref.namespace or "default", metadata.labels),
         scalars=tuple(sorted((*asked_scalars(requests), *asked_ports(spec)))),
     )
 

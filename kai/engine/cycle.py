@@ -585,7 +585,7 @@ def _closed_by_terms(
     """Why the terms close to a pending pod every node its predicates allow, after the answer."""
 
     def closed(pod: Pod) -> str | None:
-        if not pod_affinity.concerns(pod):
+        if not pod_affinity.constrains(pod):
             return None
         eligible = eligible_for(pod)
         nodes = [node.name for node in snapshot.nodes if eligible(node.name)]

@@ -268,7 +268,7 @@ def _place_core(
     placed: list[PodPlacement] = []
     for pod in gang.core:
         eligible = _kept_apart(pod, eligible_for(pod), pod_affinity, outcome, placed)
-        node = index.find(pod, eligible, alone)
+        node = _find_preferred(index, pod, eligible, alone, pod_affinity, outcome, placed)
         if node is None:
             index.rollback()
             outcome.refusals[gang.key] = Refusal(
@@ -325,7 +325,8 @@ def _place_elastic(
     if not budget.fits(group.queue, request, group.preemptible):
         outcome.capped.add((gang.key, offer.elastic))
         return False
-    node = index.find(pod, _kept_apart(pod, eligible_for(pod), pod_affinity, outcome), alone=True)
+    eligible = _kept_apart(pod, eligible_for(pod), pod_affinity, outcome)
+    node = _find_preferred(index, pod, eligible, True, pod_affinity, outcome)
     if node is None:
         return False
     outcome.placements[pod.key] = PodPlacement(pod, node, index.take(node, pod, alone=True))
@@ -344,7 +345,36 @@ def _seated_apart(pod_affinity: PodAffinity | None, outcome: AllocationOutcome) 
 
 
 def _concerned(pods: Iterable[Pod], pod_affinity: PodAffinity | None) -> bool:
-    return pod_affinity is not None and any(pod_affinity.concerns(pod) for pod in pods)
+    return pod_affinity is not None and any(pod_affinity.constrains(pod) for pod in pods)
+
+
+def _find_preferred(
+    index: NodeIndex,
+    pod: Pod,
+    eligible: Callable[[str], bool],
+    alone: bool,
+    pod_affinity: PodAffinity | None,
+    outcome: AllocationOutcome,
+    placed: Sequence[PodPlacement] = (),
+) -> str | None:
+    """`index.find`, among the nodes the preferred inter-pod terms score highest where the
+    pod fits: KAI adds kube-scheduler's InterPodAffinity score to a node's order a million
+    times over (`plugins/podaffinity`, `scores.K8sPlugins`), above every score but a
+    nominated node's, so the packing order only breaks ties between nodes scored alike."""
+    if pod_affinity is None or not pod_affinity.concerns(pod):
+        return index.find(pod, eligible, alone)
+    score = pod_affinity.preference(pod, outcome.placements, placed)
+    if score is None:
+        return index.find(pod, eligible, alone)
+    scores = {
+        name: score(name)
+        for name, cap in index.capacity.items()
+        if eligible(name) and cap.fits(pod)
+    }
+    if not scores:
+        return None
+    best = max(scores.values())
+    return index.find(pod, lambda name: name in scores and scores[name] == best, alone)
 
 
 def _kept_apart(
@@ -356,6 +386,6 @@ def _kept_apart(
 ) -> Callable[[str], bool]:
     """`eligible`, narrowed by the inter-pod terms that concern `pod`, beside every pod
     placed before it (the pass's and, inside a gang being placed, its mates')."""
-    if pod_affinity is None or not pod_affinity.concerns(pod):
+    if pod_affinity is None or not pod_affinity.constrains(pod):
         return eligible
     return pod_affinity.restrict(pod, eligible, outcome.placements, placed)

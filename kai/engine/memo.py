@@ -345,7 +345,7 @@ class SnapshotMemo:
             on_node[pod_id] = pod
         else:
             node = None  # it occupies no node
-        if pod.pod_terms:
+        if pod.pod_terms or pod.preferred_terms:
             self._with_terms.add(pod_id)
         if not pod.scheduler_is_ours:
             other = None

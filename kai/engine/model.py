@@ -126,11 +126,12 @@ class Requirement:
 
 @dataclass(frozen=True, slots=True)
 class PodAffinityTerm:
-    """One required inter-pod affinity or anti-affinity term (`kai.engine.pod_affinity`).
+    """One inter-pod affinity or anti-affinity term (`kai.engine.pod_affinity`).
 
     It selects pods by label (`match_labels` and `expressions`, ANDed; a term whose
     selector was null selects none) in `namespaces` (None: every namespace), and its
-    domain is the value of `topology_key` on the nodes."""
+    domain is the value of `topology_key` on the nodes. `weight` is a preferred term's
+    (1-100); a required term has none (0)."""
 
     anti: bool
     topology_key: str
@@ -138,6 +139,7 @@ class PodAffinityTerm:
     expressions: tuple[Requirement, ...] = ()
     namespaces: frozenset[str] | None = frozenset()
     selects_nothing: bool = False
+    weight: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +185,7 @@ class Pod:
     unhonoured: str | None = None  # a required constraint kai cannot honour yet: its field
     labels: tuple[tuple[str, str], ...] = ()  # what inter-pod affinity terms select by
     pod_terms: tuple[PodAffinityTerm, ...] = ()  # its required inter-pod affinity terms
+    preferred_terms: tuple[PodAffinityTerm, ...] = ()  # its preferred ones, each with a weight
     scalars: Scalars = ()  # extended resources, hugepages, ephemeral storage it asks of a node
     waits_for: Prerequisite | None = None  # what it needs from the cluster before it may run
     # Derived once: placement loops compare these millions of times, and exact

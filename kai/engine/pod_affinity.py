@@ -1,4 +1,5 @@
-"""Required inter-pod affinity and anti-affinity, kept as kube-scheduler's filter keeps them (KAI uses it).
+"""Inter-pod affinity and anti-affinity: required terms kept as kube-scheduler's filter keeps
+them, preferred ones scored as its InterPodAffinity score counts them (KAI uses both).
 
 A domain is the set of nodes that share a value of a term's topology key. A pod's
 affinity term holds on a node whose domain runs a pod the term selects; its anti-affinity
@@ -16,7 +17,11 @@ terms among themselves too. The CP-SAT model does not see the terms: it leaves o
 gangs they concern (`concerns`), which the greedy pass places after its answer (an answer
 that places such a gang worse in KAI's order than the greedy pass did is not taken), and
 the eviction actions seat such a gang's pods by them (`kai.engine.evictions.term_seats`).
-The validator checks the terms on its own.
+The validator checks the required terms on its own.
+
+Preferred terms (`preference`) rank the nodes a pod fits in the greedy pass, above its
+packing order, as KAI ranks kube-scheduler's score above all of its own but a nominated
+node's; they decide no seat of the eviction actions nor of a topology-constrained gang.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ from kai.engine.eligibility import value_meets
 from kai.engine.model import Node, Pod, PodAffinityTerm
 
 Eligible = Callable[[str], bool]
+HARD_AFFINITY_WEIGHT = 1
+"""What a running pod's required affinity term adds to the score of a pod it selects, in
+its domain: kube-scheduler's `hardPodAffinityWeight`, whose default KAI keeps."""
 T = TypeVar("T")
 
 
@@ -74,14 +82,17 @@ class _Indexed:
         self.every: list[tuple[Pod, str]] = []
         self._by_label: dict[tuple[str, str], list[tuple[Pod, str]]] = {}
         self._closing: dict[tuple[str, str] | None, list[tuple[Pod, str, PodAffinityTerm]]] = {}
+        self._scoring: dict[tuple[str, str] | None, list[tuple[Pod, str, PodAffinityTerm]]] = {}
 
     def add(self, pod: Pod, node: str) -> None:
         self.every.append((pod, node))
         for pair in pod.labels:
             self._by_label.setdefault(pair, []).append((pod, node))
         for term in pod.pod_terms:
-            if term.anti:
-                self._closing.setdefault(_first_pair(term), []).append((pod, node, term))
+            index = self._closing if term.anti else self._scoring
+            index.setdefault(_first_pair(term), []).append((pod, node, term))
+        for term in pod.preferred_terms:
+            self._scoring.setdefault(_first_pair(term), []).append((pod, node, term))
 
     def may_be_selected(self, term: PodAffinityTerm) -> Sequence[tuple[Pod, str]]:
         pair = _first_pair(term)
@@ -90,6 +101,9 @@ class _Indexed:
     def may_close(self, pod: Pod) -> Iterator[tuple[Pod, str, PodAffinityTerm]]:
         return _by_labels(self._closing, pod)
 
+    def may_score(self, pod: Pod) -> Iterator[tuple[Pod, str, PodAffinityTerm]]:
+        return _by_labels(self._scoring, pod)
+
 
 class _Source(Protocol):
     """Pods at nodes, as a pod's terms read them (`_Indexed`, or a view of one)."""
@@ -97,6 +111,8 @@ class _Source(Protocol):
     def may_be_selected(self, term: PodAffinityTerm) -> Sequence[tuple[Pod, str]]: ...
 
     def may_close(self, pod: Pod) -> Iterator[tuple[Pod, str, PodAffinityTerm]]: ...
+
+    def may_score(self, pod: Pod) -> Iterator[tuple[Pod, str, PodAffinityTerm]]: ...
 
 
 @dataclass(frozen=True)
@@ -114,6 +130,9 @@ class _Leaving:
     def may_close(self, pod: Pod) -> Iterator[tuple[Pod, str, PodAffinityTerm]]:
         return (entry for entry in self.on_nodes.may_close(pod) if entry[0].key not in self.gone)
 
+    def may_score(self, pod: Pod) -> Iterator[tuple[Pod, str, PodAffinityTerm]]:
+        return (entry for entry in self.on_nodes.may_score(pod) if entry[0].key not in self.gone)
+
 
 class PodAffinity:
     """The cycle's inter-pod terms over its nodes, the pods on them and what it places."""
@@ -124,9 +143,9 @@ class PodAffinity:
         # Every term by the label its pods need: of every pod, for `concerns`.
         self._selecting: dict[tuple[str, str] | None, list[tuple[str, PodAffinityTerm]]] = {}
         for pod in pods:
-            for term in pod.pod_terms:
+            for term in (*pod.pod_terms, *pod.preferred_terms):
                 self._selecting.setdefault(_first_pair(term), []).append((pod.key, term))
-        self._concerned: dict[str, bool] = {}
+        self._concerned: dict[str, tuple[bool, bool]] = {}  # concerns, constrains
         # Each pass's placements, indexed as they grow (a pass only adds to them).
         self._passes: dict[int, tuple[Mapping[str, Placed], _Indexed]] = {}
         self._gone: frozenset[str] = frozenset()
@@ -141,16 +160,27 @@ class PodAffinity:
         return view
 
     def concerns(self, pod: Pod) -> bool:
-        """Whether a term concerns where `pod` may go: its own, or another pod's that selects
-        it (anti-affinity closes domains to it; affinity draws its owner to it, so it must be
-        placed where that owner's check sees it). Most pods of most clusters: no, and they
-        pay nothing more."""
+        """Whether a term, required or preferred, concerns where `pod` may go: its own, or
+        another pod's that selects it (anti-affinity closes domains to it or scores them
+        down; affinity draws its owner to it, so it must be placed where that owner's check
+        sees it). Most pods of most clusters: no, and they pay nothing more."""
+        return self._concerning(pod)[0]
+
+    def constrains(self, pod: Pod) -> bool:
+        """Whether a required term concerns where `pod` may go (`concerns`, preferences
+        aside): only those close nodes to it."""
+        return self._concerning(pod)[1]
+
+    def _concerning(self, pod: Pod) -> tuple[bool, bool]:
         found = self._concerned.get(pod.key)
         if found is None:
-            found = bool(pod.pod_terms) or any(
-                owner != pod.key and selects(term, pod)
+            theirs = [
+                term
                 for owner, term in _by_labels(self._selecting, pod)
-            )
+                if owner != pod.key and selects(term, pod)
+            ]
+            required = bool(pod.pod_terms) or any(not term.weight for term in theirs)
+            found = (required or bool(pod.preferred_terms or theirs), required)
             self._concerned[pod.key] = found
         return found
 
@@ -170,6 +200,53 @@ class PodAffinity:
             return eligible(name) and domains.why_not(self._labels.get(name, {})) is None
 
         return allowed
+
+    def preference(
+        self, pod: Pod, placed: Mapping[str, Placed], mates: Sequence[Placed] = ()
+    ) -> Callable[[str], int] | None:
+        """How much the preferred terms want `pod` on each node (by name), as kube-scheduler's
+        InterPodAffinity score counts it before normalising, or None when no term scores it
+        (most pods: they pay nothing more). Each pod on a node, placed by the pass or
+        placed before in the gang (`mates`) adds to its domain, per term of a key its node
+        has: the weight of each preferred term of `pod` that selects it (less, for
+        anti-affinity), the weight of each of its own preferred terms that selects `pod`
+        (less, for anti-affinity), and `HARD_AFFINITY_WEIGHT` for each of its required
+        affinity terms that selects `pod`."""
+        sources = self._sources(placed)
+        around = [(mate.pod, mate.node) for mate in mates]
+        totals: dict[tuple[str, str], int] = {}
+
+        def add(term: PodAffinityTerm, node: str, weight: int) -> None:
+            value = self._labels.get(node, {}).get(term.topology_key)
+            if value is not None:
+                domain = (term.topology_key, value)
+                totals[domain] = totals.get(domain, 0) + weight
+
+        for term in pod.preferred_terms:
+            candidates = [*(p for source in sources for p in source.may_be_selected(term)), *around]
+            for other, node in candidates:
+                if other.key != pod.key and selects(term, other):
+                    add(term, node, -term.weight if term.anti else term.weight)
+        theirs = [(o, n, t) for source in sources for o, n, t in source.may_score(pod)]
+        theirs += [
+            (o, n, t)
+            for o, n in around
+            for t in (*o.pod_terms, *o.preferred_terms)
+            if t.weight or not t.anti
+        ]
+        for owner, node, term in theirs:
+            if owner.key != pod.key and selects(term, pod):
+                weight = term.weight or HARD_AFFINITY_WEIGHT
+                add(term, node, -weight if term.anti else weight)
+        if not any(totals.values()):
+            return None
+        keys = {key for key, _ in totals}
+
+        def score(name: str) -> int:
+            labels = self._labels.get(name, {})
+            return sum(totals.get((key, labels[key]), 0) for key in keys if key in labels)
+
+        return score
 
     def wanted_by(self, pods: Iterable[Pod], placed: Mapping[str, Placed]) -> set[str]:
         """The pods (by key) that an affinity term of `pods` selects, on nodes or among the

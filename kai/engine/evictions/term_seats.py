@@ -38,9 +38,10 @@ from kai.engine.pod_affinity import PodAffinity
 
 
 def bound_by_terms(state: EvictionState, preemptor: Preemptor) -> bool:
-    """Whether an inter-pod term concerns where the preemptor's pods may go."""
+    """Whether a required inter-pod term concerns where the preemptor's pods may go (the
+    seats read no preference)."""
     affinity = state.inputs.pod_affinity
-    return affinity is not None and any(map(affinity.concerns, preemptor.pods))
+    return affinity is not None and any(map(affinity.constrains, preemptor.pods))
 
 
 def seat_by_terms(
