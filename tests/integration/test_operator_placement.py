@@ -10,6 +10,8 @@
 - A host port is held by one pod per node: of three pods that ask for the same one on two
   nodes, two take a node each (bin-packing would put them together) and the third waits,
   told why.
+- Preferred anti-affinity spreads: three replicas that prefer not to share a host, on three
+  empty nodes, take one each, where bin-packing would stack them.
 
 Each test's pods select its own nodes by a label, so other tests' nodes take none.
 """
@@ -180,3 +182,40 @@ async def test_pods_that_ask_for_one_host_port_take_a_node_each(
 
         await wait_for("two pods on two nodes, the third told why", two_apart_one_told)
         assert set((await bound_pods(api, namespace)).values()) == set(names)
+
+
+async def test_replicas_that_prefer_to_be_apart_take_a_node_each(
+    api: client.ApiClient,
+    namespace: str,
+    gpu_nodes: NodeFactory,
+    control_plane: ClusterAccess,
+) -> None:
+    core = client.CoreV1Api(api)
+    pool = {"kai-test/placement": unique("pool")}
+    names = [unique("gpu") for _ in range(3)]
+    for name in names:
+        await gpu_nodes(GpuNode(name=name, gpus=4, gpu_memory_mib=40960, topology=pool))
+    apart = client.V1WeightedPodAffinityTerm(
+        weight=100,
+        pod_affinity_term=client.V1PodAffinityTerm(
+            label_selector=client.V1LabelSelector(match_labels={"app": "web"}),
+            topology_key="kubernetes.io/hostname",
+        ),
+    )
+    config = operator_config(control_plane.kubeconfig, namespace)
+    async with a_queue(api, "apart") as queue, running_operator(config):
+        for index in range(3):
+            pod = _pod(f"web{index}", queue, pool, gpus=1)
+            pod.metadata.labels = {**(pod.metadata.labels or {}), "app": "web"}
+            pod.spec.affinity = client.V1Affinity(
+                pod_anti_affinity=client.V1PodAntiAffinity(
+                    preferred_during_scheduling_ignored_during_execution=[apart]
+                )
+            )
+            await core.create_namespaced_pod(namespace, pod)
+
+        async def all_bound() -> bool:
+            return len(await bound_pods(api, namespace)) == 3
+
+        await wait_for("three replicas bound", all_bound)
+        assert sorted((await bound_pods(api, namespace)).values()) == sorted(names)
