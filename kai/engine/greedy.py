@@ -363,18 +363,9 @@ def _find_preferred(
     nominated node's, so the packing order only breaks ties between nodes scored alike."""
     if pod_affinity is None or not pod_affinity.concerns(pod):
         return index.find(pod, eligible, alone)
-    score = pod_affinity.preference(pod, outcome.placements, placed)
-    if score is None:
-        return index.find(pod, eligible, alone)
-    scores = {
-        name: score(name)
-        for name, cap in index.capacity.items()
-        if eligible(name) and cap.fits(pod)
-    }
-    if not scores:
-        return None
-    best = max(scores.values())
-    return index.find(pod, lambda name: name in scores and scores[name] == best, alone)
+    fitting = (name for name, cap in index.capacity.items() if eligible(name) and cap.fits(pod))
+    best = pod_affinity.preferred_among(pod, fitting, outcome.placements, placed)
+    return index.find(pod, eligible if best is None else best, alone)
 
 
 def _kept_apart(

@@ -19,9 +19,10 @@ that places such a gang worse in KAI's order than the greedy pass did is not tak
 the eviction actions seat such a gang's pods by them (`kai.engine.evictions.term_seats`).
 The validator checks the required terms on its own.
 
-Preferred terms (`preference`) rank the nodes a pod fits in the greedy pass, above its
-packing order, as KAI ranks kube-scheduler's score above all of its own but a nominated
-node's; they decide no seat of the eviction actions nor of a topology-constrained gang.
+Preferred terms (`preference`) rank the nodes a pod fits in the greedy pass and in the
+eviction actions' seats, above their packing order, as KAI ranks kube-scheduler's score
+above all of its own but a nominated node's; they decide no seat of a
+topology-constrained gang.
 """
 
 from __future__ import annotations
@@ -247,6 +248,25 @@ class PodAffinity:
             return sum(totals.get((key, labels[key]), 0) for key in keys if key in labels)
 
         return score
+
+    def preferred_among(
+        self,
+        pod: Pod,
+        candidates: Iterable[str],
+        placed: Mapping[str, Placed],
+        mates: Sequence[Placed] = (),
+    ) -> Eligible | None:
+        """Of `candidates` (the nodes the pod fits), those the preferred terms score highest
+        (`preference`), or None when no term scores the pod or there is no candidate: the
+        greedy pass and the eviction actions' seats choose among them by their own order."""
+        score = self.preference(pod, placed, mates)
+        if score is None:
+            return None
+        scores = {name: score(name) for name in candidates}
+        if not scores:
+            return None
+        best = max(scores.values())
+        return lambda name: scores.get(name) == best
 
     def wanted_by(self, pods: Iterable[Pod], placed: Mapping[str, Placed]) -> set[str]:
         """The pods (by key) that an affinity term of `pods` selects, on nodes or among the

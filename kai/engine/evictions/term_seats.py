@@ -3,7 +3,8 @@
 The eviction actions seat a preemptor's pods on the room its victims leave. For a gang
 the terms concern (its own, or another pod's that selects it) that seating must read
 them, or a replica that must avoid its siblings could be seated beside one. Here its pods
-are seated one by one where the terms hold (`kai.engine.pod_affinity`) beside:
+are seated one by one where the required terms hold (`kai.engine.pod_affinity`), on the
+nodes the preferred terms score highest among those, beside:
 
 - every pod on a node but those leaving: the decision's victims (when the search knows
   them; otherwise they count as staying, which keeps an anti-affinity term conservative)
@@ -38,10 +39,10 @@ from kai.engine.pod_affinity import PodAffinity
 
 
 def bound_by_terms(state: EvictionState, preemptor: Preemptor) -> bool:
-    """Whether a required inter-pod term concerns where the preemptor's pods may go (the
-    seats read no preference)."""
+    """Whether an inter-pod term, required or preferred, concerns where the preemptor's
+    pods may go."""
     affinity = state.inputs.pod_affinity
-    return affinity is not None and any(map(affinity.constrains, preemptor.pods))
+    return affinity is not None and any(map(affinity.concerns, preemptor.pods))
 
 
 def seat_by_terms(
@@ -81,6 +82,8 @@ def _seat_one(
     meter: Meter | None,
 ) -> Seat | None:
     allowed = affinity.restrict(pod, state.inputs.eligible_for(pod), placed, mates)
+    fitting = (name for name in nodes if allowed(name) and room[name].fits(pod))
+    allowed = affinity.preferred_among(pod, fitting, placed, mates) or allowed
     found = seat_all(
         [pod],
         room,

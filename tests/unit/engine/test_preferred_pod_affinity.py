@@ -194,3 +194,32 @@ def test_the_model_leaves_gangs_with_preferences_to_the_greedy_pass() -> None:
     result = run_cycle(snap, SOLVER)
     assert result.report.status == POD_AFFINITY
     assert sorted(b.node for b in result.bindings) == ["a", "b"]
+
+
+def test_a_preemptor_is_seated_where_its_preference_is_best_of_the_room_its_victims_leave() -> None:
+    """Evicting the low gang frees a GPU on a, beside a replica, and one on b: the pending
+    replica, which prefers to be apart, is seated on b. Without the preference, on a (the
+    two tie, and a comes first)."""
+    apart = _term(True, 50, app="web")
+    snap = snapshot(
+        [_host("a", 2), _host("b", 2)],
+        [
+            _with(pod("web0-0", "web0", 1, node_name="a"), prefers=(apart,), app="web"),
+            pod("low-0", "low", 1, node_name="a"),
+            pod("low-1", "low", 1, node_name="b"),
+            pod("keep-0", "keep", 1, node_name="b"),
+            _with(pod("web1-0", "web1", 1), prefers=(apart,), app="web"),
+        ],
+        [
+            group("web0", "q", priority=100),
+            group("low", "q", min_member=2, priority=5),
+            group("keep", "q", priority=100),
+            group("web1", "q", priority=100),
+        ],
+        [queue("q")],
+    )
+    result = run_cycle(snap, GREEDY)
+    assert sorted(e.pod for e in result.evictions) == ["ns/low-0", "ns/low-1"]
+    assert {r.pod: r.node for r in result.pipelined} == {"ns/web1-0": "b"}
+    plain = run_cycle(_without_preferences(snap), GREEDY)
+    assert {r.pod: r.node for r in plain.pipelined} == {"ns/web1-0": "a"}
