@@ -11,6 +11,9 @@ With the terms, no two replicas of an application may share a node, which the be
 checks on every answer.
 
     .venv/bin/python bench/pod_affinity.py --nodes 1000 --running 2000 --pending 1000
+
+`--preferred` makes the terms preferences (weight 100), as many charts write them: the
+answer is then checked to keep the replicas apart too, which the cluster leaves room for.
 """
 
 from __future__ import annotations
@@ -46,8 +49,11 @@ GIB = 2**30
 GPUS_PER_NODE = 8
 
 
-def replicas_apart(nodes: int, running: int, pending: int, apps: int, terms: bool) -> Snapshot:
-    """The benchmark's cluster; `terms`: whether the replicas carry their anti-affinity."""
+def replicas_apart(
+    nodes: int, running: int, pending: int, apps: int, terms: bool, preferred: bool = False
+) -> Snapshot:
+    """The benchmark's cluster; `terms`: whether the replicas carry their anti-affinity,
+    `preferred`: as a preference (weight 100) rather than a requirement."""
     cluster = [
         Node(
             f"n{i}",
@@ -63,7 +69,13 @@ def replicas_apart(nodes: int, running: int, pending: int, apps: int, terms: boo
     placed = _running_apart(nodes, running, apps)
     for index in range(running + pending):
         app = f"app{index % apps}"
-        term = PodAffinityTerm(True, HOSTNAME, (("app", app),), namespaces=frozenset({"ns"}))
+        term = PodAffinityTerm(
+            True,
+            HOSTNAME,
+            (("app", app),),
+            namespaces=frozenset({"ns"}),
+            weight=100 if preferred else 0,
+        )
         on = placed[index] if index < running else None
         group = PodGroup("ns", f"r{index}", "q", 1, 50, True, created=NOW)
         groups.append(group)
@@ -81,7 +93,8 @@ def replicas_apart(nodes: int, running: int, pending: int, apps: int, terms: boo
                 Placement(),
                 created=NOW,
                 labels=(("app", app),),
-                pod_terms=(term,) if terms else (),
+                pod_terms=(term,) if terms and not preferred else (),
+                preferred_terms=(term,) if terms and preferred else (),
             )
         )
     queue = Queue("q", None, gpu=unlimited, cpu=unlimited, memory=unlimited)
@@ -123,11 +136,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pending", type=positive_int, default=1000)
     parser.add_argument("--apps", type=positive_int, default=50)
     parser.add_argument("--runs", type=positive_int, default=5)
+    parser.add_argument("--preferred", action="store_true", help="the terms as preferences")
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
     args = parser.parse_args(argv)
     config = EngineConfig()
     sides = {
-        terms: replicas_apart(args.nodes, args.running, args.pending, args.apps, terms)
+        terms: replicas_apart(
+            args.nodes, args.running, args.pending, args.apps, terms, args.preferred
+        )
         for terms in (True, False)
     }
     seconds: dict[bool, list[float]] = {True: [], False: []}
@@ -145,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         "running": args.running,
         "pending": args.pending,
         "apps": args.apps,
+        "preferred": args.preferred,
         "withTerms": {"seconds": summarize(seconds[True]), "bound": bound[True]},
         "withoutTerms": {"seconds": summarize(seconds[False]), "bound": bound[False]},
     }

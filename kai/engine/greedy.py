@@ -20,7 +20,7 @@ from kai.engine.gangs import GangRequest, pod_resources
 from kai.engine.job_order import Offer, OfferQueue, PendingOffers, first_offer
 from kai.engine.model import EngineConfig, Pod, Queue
 from kai.engine.node_index import NodeIndex
-from kai.engine.pod_affinity import PodAffinity
+from kai.engine.pod_affinity import PodAffinity, both
 from kai.engine.queue_order import QueueRanking
 from kai.engine.resources import NO_RESOURCES, Resources
 from kai.engine.topology import TopologyIndex, domain_of_placed
@@ -363,9 +363,14 @@ def _find_preferred(
     nominated node's, so the packing order only breaks ties between nodes scored alike."""
     if pod_affinity is None or not pod_affinity.concerns(pod):
         return index.find(pod, eligible, alone)
-    fitting = (name for name, cap in index.capacity.items() if eligible(name) and cap.fits(pod))
-    best = pod_affinity.preferred_among(pod, fitting, outcome.placements, placed)
-    return index.find(pod, eligible if best is None else best, alone)
+    tiers = pod_affinity.preferred_tiers(pod, outcome.placements, placed)
+    if tiers is None:
+        return index.find(pod, eligible, alone)
+    for tier in tiers:
+        node = index.find(pod, both(tier, eligible), alone)
+        if node is not None:
+            return node
+    return None
 
 
 def _kept_apart(

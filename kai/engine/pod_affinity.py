@@ -19,7 +19,7 @@ that places such a gang worse in KAI's order than the greedy pass did is not tak
 the eviction actions seat such a gang's pods by them (`kai.engine.evictions.term_seats`).
 The validator checks the required terms on its own.
 
-Preferred terms (`preference`) rank the nodes a pod fits in the greedy pass and in the
+Preferred terms (`preferred_tiers`) rank the nodes a pod fits in the greedy pass and in the
 eviction actions' seats, above their packing order, as KAI ranks kube-scheduler's score
 above all of its own but a nominated node's; they decide no seat of a
 topology-constrained gang.
@@ -147,6 +147,7 @@ class PodAffinity:
             for term in (*pod.pod_terms, *pod.preferred_terms):
                 self._selecting.setdefault(_first_pair(term), []).append((pod.key, term))
         self._concerned: dict[str, tuple[bool, bool]] = {}  # concerns, constrains
+        self._members: dict[str, dict[str, list[str]]] = {}  # key -> value -> nodes
         # Each pass's placements, indexed as they grow (a pass only adds to them).
         self._passes: dict[int, tuple[Mapping[str, Placed], _Indexed]] = {}
         self._gone: frozenset[str] = frozenset()
@@ -202,17 +203,36 @@ class PodAffinity:
 
         return allowed
 
-    def preference(
+    def preferred_tiers(
         self, pod: Pod, placed: Mapping[str, Placed], mates: Sequence[Placed] = ()
-    ) -> Callable[[str], int] | None:
-        """How much the preferred terms want `pod` on each node (by name), as kube-scheduler's
-        InterPodAffinity score counts it before normalising, or None when no term scores it
-        (most pods: they pay nothing more). Each pod on a node, placed by the pass or
-        placed before in the gang (`mates`) adds to its domain, per term of a key its node
-        has: the weight of each preferred term of `pod` that selects it (less, for
-        anti-affinity), the weight of each of its own preferred terms that selects `pod`
-        (less, for anti-affinity), and `HARD_AFFINITY_WEIGHT` for each of its required
-        affinity terms that selects `pod`."""
+    ) -> list[Eligible] | None:
+        """The nodes in tiers the preferred terms score alike, best first, or None when no
+        term scores `pod` (most pods: they pay nothing more). A pod takes a node of the
+        first tier where it fits, and its own order chooses within the tier.
+
+        A node's score is kube-scheduler's InterPodAffinity score before it normalises
+        it: each pod on a node, placed by the pass or placed before in the gang (`mates`)
+        adds to its domain, for each term of a key its node has, the weight of each
+        preferred term of `pod` that selects it (less, for anti-affinity), the weight of
+        each of its own preferred terms that selects `pod` (less, for anti-affinity), and
+        `HARD_AFFINITY_WEIGHT` for each of its required affinity terms that selects `pod`.
+        Tiers, not a score per node: only the nodes of a scored domain are counted, the
+        rest tie at 0, so a pod that prefers to avoid a few replicas looks at no more
+        nodes than one without the term."""
+        totals = self._domain_totals(pod, placed, mates)
+        scores: dict[str, int] = {}
+        for (key, value), weight in totals.items():
+            for name in self._domain_members(key).get(value, ()):
+                scores[name] = scores.get(name, 0) + weight
+        if not any(scores.values()):
+            return None
+        levels = sorted({0, *scores.values()}, reverse=True)
+        return [functools.partial(_scored, scores, level) for level in levels]
+
+    def _domain_totals(
+        self, pod: Pod, placed: Mapping[str, Placed], mates: Sequence[Placed]
+    ) -> dict[tuple[str, str], int]:
+        """`preferred_tiers`' sums, per domain (topology key, value)."""
         sources = self._sources(placed)
         around = [(mate.pod, mate.node) for mate in mates]
         totals: dict[tuple[str, str], int] = {}
@@ -239,34 +259,18 @@ class PodAffinity:
             if owner.key != pod.key and selects(term, pod):
                 weight = term.weight or HARD_AFFINITY_WEIGHT
                 add(term, node, -weight if term.anti else weight)
-        if not any(totals.values()):
-            return None
-        keys = {key for key, _ in totals}
+        return totals
 
-        def score(name: str) -> int:
-            labels = self._labels.get(name, {})
-            return sum(totals.get((key, labels[key]), 0) for key in keys if key in labels)
-
-        return score
-
-    def preferred_among(
-        self,
-        pod: Pod,
-        candidates: Iterable[str],
-        placed: Mapping[str, Placed],
-        mates: Sequence[Placed] = (),
-    ) -> Eligible | None:
-        """Of `candidates` (the nodes the pod fits), those the preferred terms score highest
-        (`preference`), or None when no term scores the pod or there is no candidate: the
-        greedy pass and the eviction actions' seats choose among them by their own order."""
-        score = self.preference(pod, placed, mates)
-        if score is None:
-            return None
-        scores = {name: score(name) for name in candidates}
-        if not scores:
-            return None
-        best = max(scores.values())
-        return lambda name: scores.get(name) == best
+    def _domain_members(self, key: str) -> dict[str, list[str]]:
+        """The nodes of each domain of a topology key, built when a score first reads it."""
+        members = self._members.get(key)
+        if members is None:
+            members = self._members[key] = {}
+            for name, labels in self._labels.items():
+                value = labels.get(key)
+                if value is not None:
+                    members.setdefault(value, []).append(name)
+        return members
 
     def wanted_by(self, pods: Iterable[Pod], placed: Mapping[str, Placed]) -> set[str]:
         """The pods (by key) that an affinity term of `pods` selects, on nodes or among the
@@ -358,6 +362,16 @@ class PodAffinity:
             if value is not None and other.key != pod.key and selects(term, other):
                 domains.add(value)
         return domains
+
+
+def both(first: Eligible, second: Eligible) -> Eligible:
+    """The nodes both take: a preference tier within the nodes a pod may use."""
+    return lambda name: first(name) and second(name)
+
+
+def _scored(scores: Mapping[str, int], level: int, name: str) -> bool:
+    """Whether the node's preference score (0 when its domains have none) is `level`."""
+    return scores.get(name, 0) == level
 
 
 def _by_labels(index: Mapping[tuple[str, str] | None, Sequence[T]], pod: Pod) -> Iterator[T]:

@@ -28,6 +28,7 @@ kept apart.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Iterable, Mapping
 
 from kai.engine.evictions.preemptors import Preemptor
@@ -35,7 +36,7 @@ from kai.engine.evictions.room import Meter, Overlay, Seat, seat_all
 from kai.engine.evictions.state import EvictionState
 from kai.engine.greedy import PodPlacement
 from kai.engine.model import Pod
-from kai.engine.pod_affinity import PodAffinity
+from kai.engine.pod_affinity import Eligible, PodAffinity, both
 
 
 def bound_by_terms(state: EvictionState, preemptor: Preemptor) -> bool:
@@ -82,15 +83,22 @@ def _seat_one(
     meter: Meter | None,
 ) -> Seat | None:
     allowed = affinity.restrict(pod, state.inputs.eligible_for(pod), placed, mates)
-    fitting = (name for name in nodes if allowed(name) and room[name].fits(pod))
-    allowed = affinity.preferred_among(pod, fitting, placed, mates) or allowed
-    found = seat_all(
-        [pod],
-        room,
-        nodes,
-        lambda _: allowed,
-        state.config.placement_strategy,
-        meter,
-        ranked=state.ranked_room(),
-    )
-    return None if found is None else found[0]
+    tiers = affinity.preferred_tiers(pod, placed, mates) or [lambda _: True]
+    for tier in tiers:
+        found = seat_all(
+            [pod],
+            room,
+            nodes,
+            functools.partial(_constant, both(tier, allowed)),
+            state.config.placement_strategy,
+            meter,
+            ranked=state.ranked_room(),
+        )
+        if found is not None:
+            return found[0]
+    return None
+
+
+def _constant(allowed: Eligible, _: Pod) -> Eligible:
+    """`seat_all`'s eligibility for the one pod it seats here."""
+    return allowed
