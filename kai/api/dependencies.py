@@ -1,5 +1,6 @@
 """What a pod depends on besides itself, read on top of its parse: its volume claims
-(`kai.api.volumes`) and the ConfigMaps it requires (`kai.api.config_maps`).
+(`kai.api.volumes`), the ConfigMaps it requires (`kai.api.config_maps`) and the labels of
+the namespaces its inter-pod terms select by them (`kai.api.namespaces`).
 
 Both change without the pod, so the snapshot's makers apply them to the parsed pod each
 time they build one. The claims come first, as KAI runs the VolumeBinding pre-predicate
@@ -11,12 +12,21 @@ they place: one on a node has started without them or waits there.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kai.api.config_maps import missing_message, required_config_maps
 from kai.api.errors import ManifestError
+from kai.api.namespaces import (
+    NamespaceLabels,
+    names_namespace_labels,
+    namespace_labels,
+    reads_namespaces,
+    selected,
+    with_namespaces,
+)
 from kai.api.volumes import (
     VolumeObjects,
     claim_inputs,
@@ -31,32 +41,49 @@ from kai.engine.prerequisites import MISSING_CONFIG_MAPS
 
 @dataclass(frozen=True)
 class ClusterObjects:
-    """The objects pods depend on: claims, volumes and classes; ConfigMaps by key."""
+    """The objects pods depend on: claims, volumes and classes; ConfigMaps by key; the
+    namespaces' labels."""
 
     volumes: VolumeObjects
     config_maps: Collection[str]
+    namespace_objects: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """The Namespaces, by name, as given."""
+    known_namespaces: frozenset[str] = frozenset()
+    """Namespaces known to exist without their object (`namespace_labels`)."""
+
+    @functools.cached_property
+    def namespaces(self) -> NamespaceLabels:
+        """Each namespace's labels, worked out when a pod's term first reads them (most
+        cycles none does)."""
+        return namespace_labels(self.namespace_objects, self.known_namespaces)
 
 
 def depends(manifest: Mapping[str, Any]) -> bool:
-    """Whether the pod names a claim, or is on no node and requires a ConfigMap."""
-    return names_claims(manifest) or bool(_config_maps(manifest))
+    """Whether the pod names a claim, is on no node and requires a ConfigMap, or has an
+    inter-pod term that selects namespaces by their labels."""
+    return (
+        names_claims(manifest) or bool(_config_maps(manifest)) or names_namespace_labels(manifest)
+    )
 
 
-def inputs(manifest: Mapping[str, Any], objects: ClusterObjects) -> tuple[object, ...]:
-    """What `with_dependencies` reads of the cluster for this pod: the claim objects (the
-    very ones) and whether each required ConfigMap exists. The same inputs, the same pod."""
+def inputs(pod: Pod, manifest: Mapping[str, Any], objects: ClusterObjects) -> tuple[object, ...]:
+    """What `with_dependencies` reads of the cluster for this pod (`pod`, as parsed): the
+    claim objects (the very ones), whether each required ConfigMap exists and the
+    namespaces its terms select by labels. The same inputs, the same pod."""
     try:
         claims = claim_inputs(claim_keys(manifest), objects.volumes)
     except ManifestError:  # no claims to read: the reading says why
         claims = ()
     namespace = _namespace(manifest)
     present = tuple(f"{namespace}/{name}" in objects.config_maps for name in _config_maps(manifest))
-    return (*claims, present)
+    return (*claims, present, selected(pod, objects.namespaces))
 
 
 def with_dependencies(pod: Pod, manifest: Mapping[str, Any], objects: ClusterObjects) -> Pod:
-    """The pod with where its claims let it run and, if anything it depends on is not
-    there, what it waits for."""
+    """The pod with the namespaces its terms select by labels, where its claims let it run
+    and, if anything it depends on is not there, what it waits for."""
+    if reads_namespaces(pod):
+        pod = with_namespaces(pod, objects.namespaces)
     if names_claims(manifest):
         pod = with_claims(pod, pod_claims(manifest, objects.volumes))
     if pod.waits_for is not None:

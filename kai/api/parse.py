@@ -60,12 +60,14 @@ _KINDS: Mapping[str, tuple[str, bool]] = {
     "PersistentVolume": (CORE_API_VERSION, False),
     "StorageClass": (STORAGE_API_VERSION, False),
     "ConfigMap": (CORE_API_VERSION, True),
+    "Namespace": (CORE_API_VERSION, False),
 }
 _DEPENDED_MODELS = {
     "PersistentVolumeClaim": PersistentVolumeClaim,
     "PersistentVolume": PersistentVolume,
     "StorageClass": StorageClass,
     "ConfigMap": NamedObject,
+    "Namespace": NamedObject,
 }
 """Kinds pods depend on (`kai.api.dependencies`): kept as given, read with the pods."""
 
@@ -219,12 +221,14 @@ def _parse_one(parsed: ParsedObjects, item: SourcedObject, ref: ObjectRef) -> No
 
 
 def cluster_objects(parsed: ParsedObjects) -> ClusterObjects:
-    """The claims, volumes, StorageClasses and ConfigMaps read, for the pods' dependencies."""
+    """The claims, volumes, StorageClasses, ConfigMaps and Namespaces read, for the pods'
+    dependencies; a pod's namespace exists even when the input has no Namespace for it."""
     depended = parsed.depended
     volumes = VolumeObjects(
         depended["PersistentVolumeClaim"], depended["PersistentVolume"], depended["StorageClass"]
     )
-    return ClusterObjects(volumes, depended["ConfigMap"])
+    pods_in = frozenset(item.pod.namespace for item in parsed.pods)
+    return ClusterObjects(volumes, depended["ConfigMap"], depended["Namespace"], pods_in)
 
 
 def _lines(source: str, findings: Iterable[ManifestError | ManifestWarning]) -> list[str]:

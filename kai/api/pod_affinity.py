@@ -1,13 +1,13 @@
 """A pod's inter-pod affinity and anti-affinity terms, required and preferred, read as Kubernetes reads them.
 
 A term selects pods by a label selector (null: no pod; empty: every pod) in a set of
-namespaces: those listed, the pod's own when none is listed, every namespace when the
-namespace selector is empty. `matchLabelKeys` and `mismatchLabelKeys` add the pod's own
-value of each key to the selector (In and NotIn), as the API server does when it admits
-the pod; a key the pod does not carry adds nothing. A namespace selector with labels
-needs the namespaces' labels, which kai does not read: such a required term is one kai
-cannot honour yet (`kai.api.unhonoured`) and is not returned here; such a preferred term
-is left out (a preference unread, where kube-scheduler would score it).
+namespaces: those listed, the pod's own when none is listed and there is no namespace
+selector, every namespace when the namespace selector is empty, and those whose labels
+meet a namespace selector that has some. `matchLabelKeys` and `mismatchLabelKeys` add
+the pod's own value of each key to the selector (In and NotIn), as the API server does
+when it admits the pod; a key the pod does not carry adds nothing. The namespaces' labels
+are not the pod's: a term that reads them keeps its selector, and the snapshot's makers
+add the namespaces it selects (`kai.api.namespaces`).
 """
 
 from __future__ import annotations
@@ -25,11 +25,7 @@ def pod_terms(
     affinity: corev1.Affinity | None, namespace: str, labels: Mapping[str, str]
 ) -> tuple[PodAffinityTerm, ...]:
     """The pod's required terms, affinity first, in the order written."""
-    return tuple(
-        _term(anti, term, namespace, labels)
-        for _, anti, term in _required(affinity)
-        if not _reads_namespace_labels(term)
-    )
+    return tuple(_term(anti, term, namespace, labels) for _, anti, term in _required(affinity))
 
 
 def preferred_terms(
@@ -41,22 +37,9 @@ def preferred_terms(
     found: list[PodAffinityTerm] = []
     for anti, kind in ((False, affinity.pod_affinity), (True, affinity.pod_anti_affinity)):
         for weighted in kind.preferred_during_scheduling_ignored_during_execution if kind else []:
-            term = weighted.pod_affinity_term
-            if not _reads_namespace_labels(term):
-                found.append(
-                    dataclasses.replace(
-                        _term(anti, term, namespace, labels), weight=weighted.weight
-                    )
-                )
+            term = _term(anti, weighted.pod_affinity_term, namespace, labels)
+            found.append(dataclasses.replace(term, weight=weighted.weight))
     return tuple(found)
-
-
-def namespace_selector_field(affinity: corev1.Affinity | None) -> str | None:
-    """The path of the first term that selects namespaces by their labels, or None."""
-    for path, _, term in _required(affinity):
-        if _reads_namespace_labels(term):
-            return f"{path}.namespaceSelector"
-    return None
 
 
 def _required(
@@ -74,22 +57,28 @@ def _required(
             yield f"spec.affinity.{name}.{REQUIRED}[{index}]", anti, term
 
 
-def _reads_namespace_labels(term: corev1.PodAffinityTerm) -> bool:
-    selector = term.namespace_selector
-    return selector is not None and bool(selector.match_labels or selector.match_expressions)
-
-
 def _term(
     anti: bool, term: corev1.PodAffinityTerm, namespace: str, labels: Mapping[str, str]
 ) -> PodAffinityTerm:
     namespaces: frozenset[str] | None
-    if term.namespace_selector is not None:  # empty: every namespace
-        namespaces = None
-    else:
+    by_labels = None
+    chosen = term.namespace_selector
+    if chosen is None:
         namespaces = frozenset(term.namespaces or [namespace])
+    elif chosen.match_labels or chosen.match_expressions:
+        namespaces = frozenset(term.namespaces)
+        by_labels = _requirements(chosen)
+    else:  # empty: every namespace
+        namespaces = None
     selector = term.label_selector
     if selector is None:
-        return PodAffinityTerm(anti, term.topology_key, namespaces=namespaces, selects_nothing=True)
+        return PodAffinityTerm(
+            anti,
+            term.topology_key,
+            namespaces=namespaces,
+            selects_nothing=True,
+            namespace_selector=by_labels,
+        )
     expressions = [
         Requirement(item.key, item.operator, tuple(item.values))
         for item in selector.match_expressions
@@ -106,4 +95,16 @@ def _term(
         tuple(sorted(selector.match_labels.items())),
         tuple(expressions),
         namespaces,
+        namespace_selector=by_labels,
+    )
+
+
+def _requirements(selector: corev1.LabelSelector) -> tuple[Requirement, ...]:
+    """A label selector as requirements, all to be met: each label In its one value."""
+    return (
+        *(Requirement(key, "In", (value,)) for key, value in sorted(selector.match_labels.items())),
+        *(
+            Requirement(item.key, item.operator, tuple(item.values))
+            for item in selector.match_expressions
+        ),
     )

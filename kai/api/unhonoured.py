@@ -1,7 +1,5 @@
 """What a pod may require that kai does not honour yet: which field holds it.
 
-- Inter-pod affinity terms that select namespaces by their labels: kai does not read
-  namespaces (`kai.api.pod_affinity` reads every other term, and the engine keeps them).
 - DRA resource claims (`spec.resourceClaims`): the scheduler that binds the pod must
   allocate its claims; kai does not, and a pod bound with its claims unallocated never
   starts.
@@ -14,13 +12,10 @@ admission webhook warns when the pod is created.
 from __future__ import annotations
 
 from kai.api import corev1
-from kai.api.pod_affinity import namespace_selector_field
 
 RESOURCE_CLAIMS = "spec.resourceClaims"
 
 
 def unhonoured_field(spec: corev1.PodSpec) -> str | None:
     """The path of the first requirement of the pod that kai cannot honour, or None."""
-    if spec.resource_claims:
-        return RESOURCE_CLAIMS
-    return namespace_selector_field(spec.affinity)
+    return RESOURCE_CLAIMS if spec.resource_claims else None

@@ -131,7 +131,9 @@ class PodAffinityTerm:
     It selects pods by label (`match_labels` and `expressions`, ANDed; a term whose
     selector was null selects none) in `namespaces` (None: every namespace), and its
     domain is the value of `topology_key` on the nodes. `weight` is a preferred term's
-    (1-100); a required term has none (0)."""
+    (1-100); a required term has none (0). `namespace_selector`: the term also selects in
+    the namespaces whose labels meet these, which the snapshot's maker adds to `namespaces`
+    (`kai.api.namespaces`); the engine reads `namespaces` alone."""
 
     anti: bool
     topology_key: str
@@ -140,6 +142,7 @@ class PodAffinityTerm:
     namespaces: frozenset[str] | None = frozenset()
     selects_nothing: bool = False
     weight: int = 0
+    namespace_selector: tuple[Requirement, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

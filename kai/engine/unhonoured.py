@@ -1,8 +1,7 @@
 """A gang with a pod whose requirement kai cannot honour yet is left pending, and told why.
 
-The parser records the field of such a requirement on the pod (`Pod.unhonoured`: today an
-inter-pod affinity term that selects namespaces by label, or DRA resource claims;
-`kai.api.unhonoured`). Placing the pod would break what its author required, so the
+The parser records the field of such a requirement on the pod (`Pod.unhonoured`: today
+DRA resource claims; `kai.api.unhonoured`). Placing the pod would break what its author required, so the
 cycle offers its gang to no pass, neither the allocation nor the eviction actions, and
 the gang's PodGroup carries this reason. Pods already on a node are counted as they
 are: another scheduler placed them, or kai before it read the field, and their room is
@@ -26,11 +25,6 @@ _WHY = (
         "spec.resourceClaims",
         "kai does not allocate DRA resource claims yet, and a pod bound with its claims "
         "unallocated never starts; it waits for a scheduler that does",
-    ),
-    (
-        "namespaceSelector",
-        "kai does not read namespaces' labels, which this term selects by, so it leaves the "
-        "pod pending rather than broken; list the namespaces instead",
     ),
 )
 """What a requirement's field holds (`kai.api.unhonoured` names the fields), and why it waits."""

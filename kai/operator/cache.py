@@ -41,6 +41,8 @@ STORAGE_CLASSES = Resource(
 """What a pod's volume claims say of where it may run (`kai.api.volumes`)."""
 CONFIG_MAPS = Resource("ConfigMap", "/api/v1/configmaps", namespaced=True, names_only=True)
 """Which ConfigMaps exist, for the pods that require some (`kai.api.config_maps`)."""
+NAMESPACES = Resource("Namespace", "/api/v1/namespaces", namespaced=False)
+"""The namespaces' labels, for the inter-pod terms that select by them (`kai.api.namespaces`)."""
 WATCHED = (
     NODES,
     PODS,
@@ -53,6 +55,7 @@ WATCHED = (
     VOLUMES,
     STORAGE_CLASSES,
     CONFIG_MAPS,
+    NAMESPACES,
 )
 
 
@@ -72,6 +75,7 @@ class ClusterView:
     volumes: Objects = field(default_factory=lambda: MappingProxyType({}))
     storage_classes: Objects = field(default_factory=lambda: MappingProxyType({}))
     config_maps: Objects = field(default_factory=lambda: MappingProxyType({}))
+    namespaces: Objects = field(default_factory=lambda: MappingProxyType({}))
 
     def volume_objects(self) -> VolumeObjects:
         """The claims, volumes and StorageClasses, for the pods' claims."""
@@ -79,7 +83,7 @@ class ClusterView:
 
     def dependencies(self) -> ClusterObjects:
         """What pods depend on besides themselves (`kai.api.dependencies`)."""
-        return ClusterObjects(self.volume_objects(), self.config_maps)
+        return ClusterObjects(self.volume_objects(), self.config_maps, self.namespaces)
 
 
 class ClusterCache(WatchCache):
@@ -139,6 +143,7 @@ class ClusterCache(WatchCache):
             volumes=self._logged(VOLUMES),
             storage_classes=self._logged(STORAGE_CLASSES),
             config_maps=self._logged(CONFIG_MAPS),
+            namespaces=self._logged(NAMESPACES),
         )
 
     def _logged(self, resource: Resource) -> Objects:

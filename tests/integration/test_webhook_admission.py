@@ -235,7 +235,7 @@ def _apart_from(name: str, queue: str, app: str) -> client.V1Pod:
     return pod
 
 
-async def test_replicas_that_avoid_each_other_spread_and_a_term_kai_cannot_keep_is_warned_of(
+async def test_replicas_that_avoid_each_other_spread_and_a_claim_kai_cannot_keep_is_warned_of(
     api: client.ApiClient,
     namespace: str,
     gpu_nodes: NodeFactory,
@@ -243,9 +243,10 @@ async def test_replicas_that_avoid_each_other_spread_and_a_term_kai_cannot_keep_
     tmp_path: Path,
 ) -> None:
     """Three replicas that must not share a node, two nodes: two bind apart, the third
-    waits told why, a pod without the term packs beside them. A term that selects
-    namespaces by their labels, which kai does not read, is warned of at creation and its
-    pod waits with UnhonouredConstraint."""
+    waits told why, a pod without the term packs beside them. A pod made then, which
+    avoids the web pods of the namespaces labelled so (this test's, labelled), waits told
+    why, and binds once the label is taken off the namespace. A pod with DRA claims, which kai does not
+    allocate, is warned of at creation and waits with UnhonouredConstraint."""
     core = client.CoreV1Api(api)
     await ensure_namespace(api)
     queue = unique("apart")
@@ -253,7 +254,8 @@ async def test_replicas_that_avoid_each_other_spread_and_a_term_kai_cannot_keep_
     nodes = [unique("gpu"), unique("gpu")]
     for name in nodes:
         await gpu_nodes(GpuNode(name=name, gpus=4))
-    field = "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    team = unique("team")
+    await core.patch_namespace(namespace, {"metadata": {"labels": {"kai-test/team": team}}})
     replicas = ("web-0", "web-1", "web-2")
     try:
         async with admitting(api, control_plane, tmp_path, namespace):
@@ -262,13 +264,12 @@ async def test_replicas_that_avoid_each_other_spread_and_a_term_kai_cannot_keep_
                     namespace, _apart_from(name, queue, "web")
                 )
                 assert "Warning" not in headers  # kai keeps these terms
-            by_label = _apart_from("by-label", queue, "db")
-            term = by_label.spec.affinity.pod_anti_affinity
-            term.required_during_scheduling_ignored_during_execution[
-                0
-            ].namespace_selector = client.V1LabelSelector(match_labels={"team": "a"})
-            _, _, headers = await core.create_namespaced_pod_with_http_info(namespace, by_label)
-            assert f"{field}[0].namespaceSelector" in headers.get("Warning", "")
+            claiming = gpu_pod("claiming", queue, 1)
+            claiming.spec.resource_claims = [
+                client.V1PodResourceClaim(name="gpu", resource_claim_template_name="one-gpu")
+            ]
+            _, _, headers = await core.create_namespaced_pod_with_http_info(namespace, claiming)
+            assert "spec.resourceClaims" in headers.get("Warning", "")
             await core.create_namespaced_pod(namespace, gpu_pod("plain", queue, 1))
             config = operator_config(control_plane.kubeconfig, namespace)
             async with running_operator(config):
@@ -281,16 +282,44 @@ async def test_replicas_that_avoid_each_other_spread_and_a_term_kai_cannot_keep_
                 bound = await bound_pods(api, namespace)
                 [waiting] = set(replicas) - set(bound)
                 assert sorted(bound[name] for name in replicas if name in bound) == sorted(nodes)
+                by_label = gpu_pod("by-label", queue, 1)
+                by_label.spec.affinity = client.V1Affinity(
+                    pod_anti_affinity=client.V1PodAntiAffinity(
+                        required_during_scheduling_ignored_during_execution=[
+                            client.V1PodAffinityTerm(
+                                label_selector=client.V1LabelSelector(match_labels={"app": "web"}),
+                                namespace_selector=client.V1LabelSelector(
+                                    match_labels={"kai-test/team": team}
+                                ),
+                                topology_key="kubernetes.io/hostname",
+                            )
+                        ]
+                    )
+                )
+                _, _, headers = await core.create_namespaced_pod_with_http_info(namespace, by_label)
+                assert "Warning" not in headers
 
                 async def told() -> bool:
-                    return await told_unschedulable(
-                        api, namespace, waiting, "inter-pod affinity terms leave open"
-                    ) and await told_unschedulable(
-                        api, namespace, "by-label", "UnhonouredConstraint", "namespaceSelector"
+                    leave_open = "inter-pod affinity terms leave open"
+                    return (
+                        await told_unschedulable(api, namespace, waiting, leave_open)
+                        and await told_unschedulable(api, namespace, "by-label", leave_open)
+                        and await told_unschedulable(
+                            api, namespace, "claiming", "UnhonouredConstraint", "resourceClaims"
+                        )
                     )
 
                 await wait_for("the waiting pods to be told why", told)
                 assert "by-label" not in await bound_pods(api, namespace)
+                await core.patch_namespace(
+                    namespace, {"metadata": {"labels": {"kai-test/team": None}}}
+                )
+
+                async def by_label_bound() -> bool:
+                    return "by-label" in await bound_pods(api, namespace)
+
+                await wait_for("by-label bound once its namespace is not selected", by_label_bound)
+                assert "claiming" not in await bound_pods(api, namespace)
     finally:
         await delete_queue(api, queue)
 

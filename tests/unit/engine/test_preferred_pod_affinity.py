@@ -13,7 +13,7 @@ import dataclasses
 
 from kai.api.parse import parse_pod
 from kai.engine.cycle import POD_AFFINITY, run_cycle
-from kai.engine.model import EngineConfig, Node, Pod, PodAffinityTerm, Snapshot
+from kai.engine.model import EngineConfig, Node, Pod, PodAffinityTerm, Requirement, Snapshot
 from tests.unit.engine.builders import group, node, pod, queue, snapshot
 
 HOST = "kubernetes.io/hostname"
@@ -69,8 +69,10 @@ def test_the_parser_reads_preferred_terms_with_their_weights() -> None:
         "spec": spec,
     }
     parsed = parse_pod(manifest, "ml/pg")
-    near, apart = parsed.preferred_terms  # affinity first; the namespace-label term left out
+    near, labelled, apart = parsed.preferred_terms  # affinity first, in the order written
     assert (near.anti, near.weight, near.namespaces) == (False, 5, frozenset({"a"}))
+    assert (labelled.weight, labelled.namespaces) == (9, frozenset())  # the cluster's to answer
+    assert labelled.namespace_selector == (Requirement("team", "In", ("a",)),)
     assert (apart.anti, apart.weight, apart.namespaces) == (True, 70, frozenset({"ml"}))
     assert apart.match_labels == (("app", "web"),)
     assert parsed.pod_terms == () and parsed.unhonoured is None  # a preference binds nothing
