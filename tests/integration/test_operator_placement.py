@@ -57,6 +57,15 @@ def _pod(
     return pod
 
 
+async def _pool_of(gpu_nodes: NodeFactory, count: int) -> tuple[dict[str, str], list[str]]:
+    """`count` empty 4-GPU nodes of a pool of the test's own, and the label that selects it."""
+    pool = {"kai-test/placement": unique("pool")}
+    names = [unique("gpu") for _ in range(count)]
+    for name in names:
+        await gpu_nodes(GpuNode(name=name, gpus=4, gpu_memory_mib=40960, topology=pool))
+    return pool, names
+
+
 @pytest.mark.parametrize(("placement", "nodes_used"), [("binpack", 1), ("spread", 2)])
 async def test_the_placement_strategy_decides_where_the_second_pod_goes(
     api: client.ApiClient,
@@ -67,10 +76,7 @@ async def test_the_placement_strategy_decides_where_the_second_pod_goes(
     nodes_used: int,
 ) -> None:
     core = client.CoreV1Api(api)
-    pool = {"kai-test/placement": unique("pool")}
-    names = [unique("gpu") for _ in range(2)]
-    for name in names:
-        await gpu_nodes(GpuNode(name=name, gpus=4, gpu_memory_mib=40960, topology=pool))
+    pool, names = await _pool_of(gpu_nodes, 2)
     config = operator_config(control_plane.kubeconfig, namespace, placement=placement)
     async with a_queue(api, "place") as queue, running_operator(config):
         for index in range(2):
@@ -159,10 +165,7 @@ async def test_pods_that_ask_for_one_host_port_take_a_node_each(
     control_plane: ClusterAccess,
 ) -> None:
     core = client.CoreV1Api(api)
-    pool = {"kai-test/placement": unique("pool")}
-    names = [unique("gpu") for _ in range(2)]
-    for name in names:
-        await gpu_nodes(GpuNode(name=name, gpus=4, gpu_memory_mib=40960, topology=pool))
+    pool, names = await _pool_of(gpu_nodes, 2)
     config = operator_config(control_plane.kubeconfig, namespace)
     async with a_queue(api, "ports") as queue, running_operator(config):
         for index in range(3):
@@ -191,10 +194,7 @@ async def test_replicas_that_prefer_to_be_apart_take_a_node_each(
     control_plane: ClusterAccess,
 ) -> None:
     core = client.CoreV1Api(api)
-    pool = {"kai-test/placement": unique("pool")}
-    names = [unique("gpu") for _ in range(3)]
-    for name in names:
-        await gpu_nodes(GpuNode(name=name, gpus=4, gpu_memory_mib=40960, topology=pool))
+    pool, names = await _pool_of(gpu_nodes, 3)
     apart = client.V1WeightedPodAffinityTerm(
         weight=100,
         pod_affinity_term=client.V1PodAffinityTerm(
