@@ -12,8 +12,9 @@ checks on every answer.
 
     .venv/bin/python bench/pod_affinity.py --nodes 1000 --running 2000 --pending 1000
 
-`--preferred` makes the terms preferences (weight 100), as many charts write them: the
-answer is then checked to keep the replicas apart too, which the cluster leaves room for.
+`--preferred` makes the terms preferences (weight 100), as many charts write them; each
+side then reports how many replicas share a node with another of their application
+(`sharingANode`), which a requirement never lets happen.
 """
 
 from __future__ import annotations
@@ -120,13 +121,14 @@ def _running_apart(nodes: int, running: int, apps: int) -> list[str]:
     return where
 
 
-def apart(snap: Snapshot, result: CycleResult) -> bool:
-    """Whether no two replicas of an application share a node once the answer is bound."""
+def sharing(snap: Snapshot, result: CycleResult) -> int:
+    """How many replicas share a node with another of their application once the answer
+    is bound (beyond the first of each application on each node)."""
     where = {p.key: p.node for p in snap.pods if p.node is not None}
     where.update({binding.pod: binding.node for binding in result.bindings})
     apps = {p.key: dict(p.labels)["app"] for p in snap.pods}
     counts = Counter((apps[key], node) for key, node in where.items())
-    return all(count == 1 for count in counts.values())
+    return sum(count - 1 for count in counts.values())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,12 +150,14 @@ def main(argv: list[str] | None = None) -> int:
     }
     seconds: dict[bool, list[float]] = {True: [], False: []}
     bound: dict[bool, int] = {}
+    shared: dict[bool, int] = {}
     for run in range(args.runs):
         for terms, snap in sides.items():  # interleaved: the machine's load falls on both
             wall, _, result = timed_cycle(snap, config)
             seconds[terms].append(wall)
             bound[terms] = len(result.bindings)
-            if terms and not apart(snap, result):
+            shared[terms] = sharing(snap, result)
+            if terms and shared[terms] and not args.preferred:
                 raise SystemExit("two replicas of an application share a node")
         print(f"[pod affinity] run {run + 1}/{args.runs}", file=sys.stderr)
     report = {
@@ -162,8 +166,16 @@ def main(argv: list[str] | None = None) -> int:
         "pending": args.pending,
         "apps": args.apps,
         "preferred": args.preferred,
-        "withTerms": {"seconds": summarize(seconds[True]), "bound": bound[True]},
-        "withoutTerms": {"seconds": summarize(seconds[False]), "bound": bound[False]},
+        "withTerms": {
+            "seconds": summarize(seconds[True]),
+            "bound": bound[True],
+            "sharingANode": shared[True],
+        },
+        "withoutTerms": {
+            "seconds": summarize(seconds[False]),
+            "bound": bound[False],
+            "sharingANode": shared[False],
+        },
     }
     if args.json:
         print(json.dumps(report))
@@ -172,9 +184,10 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{args.pending} pending replicas beside {args.running} running on {args.nodes} "
             f"nodes, {args.apps} applications: cycle {with_terms['seconds']['median']} s "
-            f"median with the terms ({with_terms['bound']} bound, none sharing a node with "
-            f"its application), {without['seconds']['median']} s without "
-            f"({without['bound']} bound)"
+            f"median with the terms ({with_terms['bound']} bound, "
+            f"{with_terms['sharingANode']} sharing a node with its application), "
+            f"{without['seconds']['median']} s without ({without['bound']} bound, "
+            f"{without['sharingANode']} sharing)"
         )
     return 0
 

@@ -361,7 +361,7 @@ def _find_preferred(
     pod fits: KAI adds kube-scheduler's InterPodAffinity score to a node's order a million
     times over (`plugins/podaffinity`, `scores.K8sPlugins`), above every score but a
     nominated node's, so the packing order only breaks ties between nodes scored alike."""
-    if pod_affinity is None or not pod_affinity.concerns(pod):
+    if pod_affinity is None or not pod_affinity.scored(pod):
         return index.find(pod, eligible, alone)
     tiers = pod_affinity.preferred_tiers(pod, outcome.placements, placed)
     if tiers is None:

@@ -146,7 +146,7 @@ class PodAffinity:
         for pod in pods:
             for term in (*pod.pod_terms, *pod.preferred_terms):
                 self._selecting.setdefault(_first_pair(term), []).append((pod.key, term))
-        self._concerned: dict[str, tuple[bool, bool]] = {}  # concerns, constrains
+        self._concerned: dict[str, tuple[bool, bool]] = {}  # constrains, scored
         self._members: dict[str, dict[str, list[str]]] = {}  # key -> value -> nodes
         # Each pass's placements, indexed as they grow (a pass only adds to them).
         self._passes: dict[int, tuple[Mapping[str, Placed], _Indexed]] = {}
@@ -166,24 +166,36 @@ class PodAffinity:
         another pod's that selects it (anti-affinity closes domains to it or scores them
         down; affinity draws its owner to it, so it must be placed where that owner's check
         sees it). Most pods of most clusters: no, and they pay nothing more."""
-        return self._concerning(pod)[0]
+        constrains, scored = self._concerning(pod)
+        return constrains or scored
 
     def constrains(self, pod: Pod) -> bool:
-        """Whether a required term concerns where `pod` may go (`concerns`, preferences
-        aside): only those close nodes to it."""
+        """Whether a required term concerns where `pod` may go: those close nodes to it."""
+        return self._concerning(pod)[0]
+
+    def scored(self, pod: Pod) -> bool:
+        """Whether a term may score the nodes for `pod` (`preferred_tiers`): its own
+        preferred terms, or another pod's preferred or required affinity term that selects
+        it."""
         return self._concerning(pod)[1]
 
     def _concerning(self, pod: Pod) -> tuple[bool, bool]:
+        """(`constrains`, `scored`), worked out once per pod: a term is read only while it
+        could change the answer (a replica's own term constrains it, so its siblings' terms
+        that only keep it apart need not be matched)."""
         found = self._concerned.get(pod.key)
         if found is None:
-            theirs = [
-                term
-                for owner, term in _by_labels(self._selecting, pod)
-                if owner != pod.key and selects(term, pod)
-            ]
-            required = bool(pod.pod_terms) or any(not term.weight for term in theirs)
-            found = (required or bool(pod.preferred_terms or theirs), required)
-            self._concerned[pod.key] = found
+            required, scored = bool(pod.pod_terms), bool(pod.preferred_terms)
+            for owner, term in _by_labels(self._selecting, pod):
+                if required and scored:
+                    break
+                keeps_apart = term.anti and not term.weight
+                if (required or term.weight) and (scored or keeps_apart):
+                    continue  # it could change neither answer
+                if owner != pod.key and selects(term, pod):
+                    required = required or not term.weight
+                    scored = scored or not keeps_apart
+            found = self._concerned[pod.key] = (required, scored)
         return found
 
     def restrict(

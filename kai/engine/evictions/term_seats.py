@@ -83,7 +83,7 @@ def _seat_one(
     meter: Meter | None,
 ) -> Seat | None:
     allowed = affinity.restrict(pod, state.inputs.eligible_for(pod), placed, mates)
-    tiers = affinity.preferred_tiers(pod, placed, mates) or [lambda _: True]
+    tiers = (affinity.scored(pod) and affinity.preferred_tiers(pod, placed, mates)) or [allowed]
     for tier in tiers:
         found = seat_all(
             [pod],
