@@ -104,6 +104,10 @@ def _pod(
     }  # fmt: skip
 
 
+def _namespace(labelled: bool) -> dict[str, Any]:
+    return {"metadata": {"name": "team", "labels": {"team": "a"} if labelled else {}}}
+
+
 def _reservation(name: str, node: str, device: str) -> dict[str, Any]:
     found = _pod(name, 1, None, node, "1", "Running")
     found["metadata"]["namespace"] = RESERVATIONS
@@ -126,6 +130,7 @@ class _Cache:
         self.devices: list[tuple[str, str]] = []  # (node, device) of each reservation pod
         self.claims: dict[str, dict[str, Any]] = {}
         self.config_maps: dict[str, dict[str, Any]] = {}
+        self.namespaces: dict[str, dict[str, Any]] = {"team": _namespace(labelled=False)}
 
     def step(self) -> Overlay:
         rng = self.rng
@@ -161,6 +166,9 @@ class _Cache:
             key = f"team/settings-{rng.randint(0, 2)}"
             if self.config_maps.pop(key, None) is None:
                 self.config_maps[key] = {"metadata": {"name": key[5:], "namespace": "team"}}
+        if rng.random() < 0.2:  # the namespace is labelled, or the label taken off
+            labelled = bool(self.namespaces["team"]["metadata"]["labels"])
+            self.namespaces = {"team": _namespace(labelled=not labelled)}
         if rng.random() < 0.05:
             self.pods.store.relist()  # a watch expired: every object is a new one
         return self._overlay()
@@ -203,6 +211,12 @@ class _Cache:
         if rng.random() < 0.2:  # it reads a ConfigMap: while pending, it waits for it
             source = {"configMapRef": {"name": f"settings-{rng.randint(0, 2)}"}}
             made["spec"]["containers"][0]["envFrom"] = [source]
+        if rng.random() < 0.2:  # it avoids the web pods of the namespaces labelled team=a
+            term = {"labelSelector": {"matchLabels": {"app": "web"}},
+                    "namespaceSelector": {"matchLabels": {"team": "a"}},
+                    "topologyKey": "kubernetes.io/hostname"}  # fmt: skip
+            required = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+            made["spec"]["affinity"] = {"podAntiAffinity": required}
         if rng.random() < 0.15:  # a host port: every node offers it while a pod asks it
             port = {"containerPort": 80, "hostPort": rng.choice((8080, 9090))}
             made["spec"]["containers"][0]["ports"] = [port]
@@ -262,6 +276,7 @@ class _Cache:
             self.groups.store.copy(), MappingProxyType(dict(self.classes)), empty, self.version,
             claims=MappingProxyType(dict(self.claims)), volumes=VOLUMES, storage_classes=CLASSES,
             config_maps=MappingProxyType(dict(self.config_maps)),
+            namespaces=MappingProxyType(dict(self.namespaces)),
         )  # fmt: skip
 
 
@@ -281,6 +296,7 @@ def test_a_builder_that_keeps_parses_builds_what_a_new_builder_builds() -> None:
     told = Counter[str]()
     ports_offered = Counter[str]()  # cycles with host ports on offer, or none
     claims_read = Counter[str]()  # pods held to nodes by their claims, or waiting for them
+    selecting = Counter[bool]()  # pods whose term selects their namespace by its label, or not
     for seed in range(25):
         cache = _Cache(random.Random(seed))
         builder = SnapshotBuilder(RESERVATIONS)
@@ -295,6 +311,9 @@ def test_a_builder_that_keeps_parses_builds_what_a_new_builder_builds() -> None:
             ports_offered["some" if ports_in_use(built.pods) else "none"] += 1
             claims_read.update("held" for pod in built.pods if pod.placement.volume_terms)
             claims_read.update(pod.waits_for.reason for pod in built.pods if pod.waits_for)
+            selecting.update(
+                "team" in (term.namespaces or ()) for pod in built.pods for term in pod.pod_terms
+            )
             if last is not None:
                 told.update(_assert_told_exactly(last, built))
             last = built
@@ -303,6 +322,7 @@ def test_a_builder_that_keeps_parses_builds_what_a_new_builder_builds() -> None:
     assert claims_read[VOLUME_CLAIM_NOT_READY] > 100, claims_read
     assert claims_read[MISSING_CONFIG_MAPS] > 50, claims_read
     assert ports_offered["some"] > 100 and ports_offered["none"] > 20, ports_offered
+    assert selecting[True] > 100 and selecting[False] > 100, selecting
     # Pods told in the cycles without held groups nor any the cycle before, reservation
     # pods or not (while those were left out: 89 of 725 cycles).
     assert told["pods"] > 400 and told["pod_groups"] > 50 and told["nodes"] > 500
