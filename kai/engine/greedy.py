@@ -335,17 +335,19 @@ def _place_elastic(
 
 
 def _seated_apart(pod_affinity: PodAffinity | None, outcome: AllocationOutcome) -> KeptApart:
-    """`_kept_apart` for a topology search: beside the pass's placements and the seats the
-    search has made so far."""
+    """`_kept_apart` and `_preferred` for a topology search: beside the pass's placements
+    and the seats the search has made so far."""
 
-    def kept(pod: Pod, eligible: Callable[[str], bool], seats: Sequence[Seat]) -> Eligible:
-        return _kept_apart(pod, eligible, pod_affinity, outcome, [PodPlacement(*s) for s in seats])
+    def kept(pod: Pod, eligible: Callable[[str], bool], seats: Sequence[Seat]) -> list[Eligible]:
+        placed = [PodPlacement(*seat) for seat in seats]
+        allowed = _kept_apart(pod, eligible, pod_affinity, outcome, placed)
+        return _preferred(pod, allowed, pod_affinity, outcome, placed)
 
     return kept
 
 
 def _concerned(pods: Iterable[Pod], pod_affinity: PodAffinity | None) -> bool:
-    return pod_affinity is not None and any(pod_affinity.constrains(pod) for pod in pods)
+    return pod_affinity is not None and any(pod_affinity.concerns(pod) for pod in pods)
 
 
 def _find_preferred(
@@ -357,20 +359,30 @@ def _find_preferred(
     outcome: AllocationOutcome,
     placed: Sequence[PodPlacement] = (),
 ) -> str | None:
-    """`index.find`, among the nodes the preferred inter-pod terms score highest where the
-    pod fits: KAI adds kube-scheduler's InterPodAffinity score to a node's order a million
-    times over (`plugins/podaffinity`, `scores.K8sPlugins`), above every score but a
-    nominated node's, so the packing order only breaks ties between nodes scored alike."""
-    if pod_affinity is None or not pod_affinity.scored(pod):
-        return index.find(pod, eligible, alone)
-    tiers = pod_affinity.preferred_tiers(pod, outcome.placements, placed)
-    if tiers is None:
-        return index.find(pod, eligible, alone)
-    for tier in tiers:
-        node = index.find(pod, both(tier, eligible), alone)
+    """`index.find`, tier by tier of the nodes the preferred inter-pod terms score alike:
+    KAI adds kube-scheduler's InterPodAffinity score to a node's order a million times
+    over (`plugins/podaffinity`, `scores.K8sPlugins`), above every score but a nominated
+    node's, so the packing order only breaks ties between nodes scored alike."""
+    for allowed in _preferred(pod, eligible, pod_affinity, outcome, placed):
+        node = index.find(pod, allowed, alone)
         if node is not None:
             return node
     return None
+
+
+def _preferred(
+    pod: Pod,
+    allowed: Callable[[str], bool],
+    pod_affinity: PodAffinity | None,
+    outcome: AllocationOutcome,
+    placed: Sequence[PodPlacement] = (),
+) -> list[Eligible]:
+    """`allowed` in tiers the preferred terms score alike, best first: one tier when no
+    term scores the pod."""
+    if pod_affinity is None or not pod_affinity.scored(pod):
+        return [allowed]
+    tiers = pod_affinity.preferred_tiers(pod, outcome.placements, placed)
+    return [allowed] if tiers is None else [both(tier, allowed) for tier in tiers]
 
 
 def _kept_apart(

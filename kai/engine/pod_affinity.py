@@ -19,10 +19,10 @@ that places such a gang worse in KAI's order than the greedy pass did is not tak
 the eviction actions seat such a gang's pods by them (`kai.engine.evictions.term_seats`).
 The validator checks the required terms on its own.
 
-Preferred terms (`preferred_tiers`) rank the nodes a pod fits in the greedy pass and in the
-eviction actions' seats, above their packing order, as KAI ranks kube-scheduler's score
-above all of its own but a nominated node's; they decide no seat of a
-topology-constrained gang.
+Preferred terms (`preferred_tiers`) rank the nodes a pod fits in the greedy pass (inside a
+topology-constrained gang's domain too) and in the eviction actions' seats, above their
+packing order, as KAI ranks kube-scheduler's score above all of its own but a nominated
+node's.
 """
 
 from __future__ import annotations

@@ -30,8 +30,10 @@ from kai.engine.topology import (
 Seat = tuple[Pod, str, tuple[str, ...]]
 """A pod, its node and the shared devices it takes (the greedy pass's PodPlacement)."""
 Eligible = Callable[[str], bool]
-KeptApart = Callable[[Pod, Eligible, Sequence[Seat]], Eligible]
-"""A pod's eligible nodes narrowed by inter-pod terms beside the seats made before it."""
+KeptApart = Callable[[Pod, Eligible, Sequence[Seat]], list[Eligible]]
+"""A pod's eligible nodes narrowed by inter-pod terms beside the seats made before it, in
+tiers its preferred terms score alike, best first: a preference outranks the preferred
+level's order, as KAI's pod-affinity score outweighs its topology score."""
 
 
 @dataclass
@@ -131,15 +133,20 @@ class _Search:
         self, pod: Pod, nodes: frozenset[str] | None, order: list[frozenset[str]] | None
     ) -> str | None:
         eligible = self.eligible_for(pod)
-        if self.kept_apart is not None:
-            eligible = self.kept_apart(pod, eligible, self.seated)
-        if nodes is None and order is None:
-            return self.index.find(pod, eligible, self.alone)
-        parts: list[frozenset[str]] = order if order is not None else [nodes or frozenset()]
-        for part in parts:
-            found = self.index.find(pod, _inside(part, eligible), self.alone)
-            if found is not None:
-                return found
+        tiers = (
+            [eligible] if self.kept_apart is None else self.kept_apart(pod, eligible, self.seated)
+        )
+        for allowed in tiers:
+            if nodes is None and order is None:
+                found = self.index.find(pod, allowed, self.alone)
+                if found is not None:
+                    return found
+                continue
+            parts: list[frozenset[str]] = order if order is not None else [nodes or frozenset()]
+            for part in parts:
+                found = self.index.find(pod, _inside(part, allowed), self.alone)
+                if found is not None:
+                    return found
         return None
 
 

@@ -15,6 +15,7 @@ from kai.api.parse import parse_pod
 from kai.engine.cycle import POD_AFFINITY, run_cycle
 from kai.engine.model import EngineConfig, Node, Pod, PodAffinityTerm, Requirement, Snapshot
 from tests.unit.engine.builders import group, node, pod, queue, snapshot
+from tests.unit.engine.test_topology import RACK, ZONE, cluster, constrained
 
 HOST = "kubernetes.io/hostname"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -225,3 +226,23 @@ def test_a_preemptor_is_seated_where_its_preference_is_best_of_the_room_its_vict
     assert {r.pod: r.node for r in result.pipelined} == {"ns/web1-0": "b"}
     plain = run_cycle(_without_preferences(snap), GREEDY)
     assert {r.pod: r.node for r in plain.pipelined} == {"ns/web1-0": "a"}
+
+
+def test_a_topology_constrained_gangs_pods_spread_by_preference_inside_their_rack() -> None:
+    """A gang required in one rack, its workers preferring to be apart: r2 is full, and
+    inside rack r1 they take a host each, where bin-packing stacks them on r1a, the fuller
+    host. The preference ranks above the search's own order within the domain."""
+    apart = _term(True, 10, app="w")
+
+    def racked(name: str, rack: str) -> Node:
+        return node(name, gpus=4, labels={HOST: name, ZONE: "z", RACK: rack})
+
+    nodes = [racked("r1a", "r1"), racked("r1b", "r1"), racked("r2a", "r2")]
+    workers = [_with(pod(f"w-{i}", "w", 1), prefers=(apart,), app="w") for i in range(2)]
+    busy = [pod("busy-0", "busy", 2, node_name="r1a"), pod("full-0", "full", 4, node_name="r2a")]
+    groups = [group("busy", "q"), group("full", "q"), constrained("w", 2, required="rack")]
+    snap = cluster(nodes, [*busy, *workers], groups)
+    result = run_cycle(snap, GREEDY)
+    assert sorted(b.node for b in result.bindings) == ["r1a", "r1b"]
+    plain = run_cycle(_without_preferences(snap), GREEDY)
+    assert len({b.node for b in plain.bindings}) == 1
