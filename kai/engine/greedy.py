@@ -20,7 +20,7 @@ from kai.engine.gangs import GangRequest, pod_resources
 from kai.engine.job_order import Offer, OfferQueue, PendingOffers, first_offer
 from kai.engine.model import EngineConfig, Pod, Queue
 from kai.engine.node_index import NodeIndex
-from kai.engine.pod_affinity import PodAffinity, both
+from kai.engine.pod_affinity import PodAffinity
 from kai.engine.queue_order import QueueRanking
 from kai.engine.resources import NO_RESOURCES, Resources
 from kai.engine.topology import TopologyIndex, domain_of_placed
@@ -377,12 +377,11 @@ def _preferred(
     outcome: AllocationOutcome,
     placed: Sequence[PodPlacement] = (),
 ) -> list[Eligible]:
-    """`allowed` in tiers the preferred terms score alike, best first: one tier when no
-    term scores the pod."""
-    if pod_affinity is None or not pod_affinity.scored(pod):
+    """`allowed` in tiers the preferred terms score alike, best first, beside the pass's
+    placements and the gang's pods placed before (`PodAffinity.tiers_within`)."""
+    if pod_affinity is None:
         return [allowed]
-    tiers = pod_affinity.preferred_tiers(pod, outcome.placements, placed)
-    return [allowed] if tiers is None else [both(tier, allowed) for tier in tiers]
+    return pod_affinity.tiers_within(pod, allowed, outcome.placements, placed)
 
 
 def _kept_apart(

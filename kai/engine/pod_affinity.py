@@ -241,6 +241,19 @@ class PodAffinity:
         levels = sorted({0, *scores.values()}, reverse=True)
         return [functools.partial(_scored, scores, level) for level in levels]
 
+    def tiers_within(
+        self,
+        pod: Pod,
+        allowed: Eligible,
+        placed: Mapping[str, Placed],
+        mates: Sequence[Placed] = (),
+    ) -> list[Eligible]:
+        """`allowed` in the tiers of `preferred_tiers`, best first; one tier when no term
+        scores `pod`. The greedy pass, the topology search and the eviction seats take a
+        node of the first tier where the pod fits."""
+        tiers = self.scored(pod) and self.preferred_tiers(pod, placed, mates)
+        return [both(tier, allowed) for tier in tiers] if tiers else [allowed]
+
     def _domain_totals(
         self, pod: Pod, placed: Mapping[str, Placed], mates: Sequence[Placed]
     ) -> dict[tuple[str, str], int]:

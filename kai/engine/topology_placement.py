@@ -136,15 +136,11 @@ class _Search:
         tiers = (
             [eligible] if self.kept_apart is None else self.kept_apart(pod, eligible, self.seated)
         )
+        parts: list[frozenset[str] | None] = [*order] if order is not None else [nodes]
         for allowed in tiers:
-            if nodes is None and order is None:
-                found = self.index.find(pod, allowed, self.alone)
-                if found is not None:
-                    return found
-                continue
-            parts: list[frozenset[str]] = order if order is not None else [nodes or frozenset()]
             for part in parts:
-                found = self.index.find(pod, _inside(part, allowed), self.alone)
+                inside = allowed if part is None else _inside(part, allowed)
+                found = self.index.find(pod, inside, self.alone)
                 if found is not None:
                     return found
         return None

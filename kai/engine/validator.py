@@ -977,13 +977,14 @@ def validate_after_evictions(
     termed = [(pods[b.pod], b.node) for b in waiting if b.pod in pods and pods[b.pod].pod_terms]
     if termed:
         problems += _terms_once_gone(
-            snapshot, stuck_after_seconds, gone, [*bindings, *waiting], termed
+            snapshot, pods, stuck_after_seconds, gone, [*bindings, *waiting], termed
         )
     return problems
 
 
 def _terms_once_gone(
     snapshot: Snapshot,
+    pods: Mapping[str, Pod],
     stuck_after_seconds: float,
     gone: set[str],
     placed: Sequence[ProposedBinding],
@@ -993,7 +994,6 @@ def _terms_once_gone(
     the cycle has left, beside the cycle's bindings and the other pipelined pods. Each
     decision's seats were checked as the decision left things (`_term_problems`); a later
     decision must not evict the pod an earlier seat's affinity counts on."""
-    pods = {pod.key: pod for pod in snapshot.pods}
     moved = {b.pod for b in placed}
     located = [
         pod

@@ -36,7 +36,7 @@ from kai.engine.evictions.room import Meter, Overlay, Seat, seat_all
 from kai.engine.evictions.state import EvictionState
 from kai.engine.greedy import PodPlacement
 from kai.engine.model import Pod
-from kai.engine.pod_affinity import Eligible, PodAffinity, both
+from kai.engine.pod_affinity import Eligible, PodAffinity
 
 
 def bound_by_terms(state: EvictionState, preemptor: Preemptor) -> bool:
@@ -83,13 +83,12 @@ def _seat_one(
     meter: Meter | None,
 ) -> Seat | None:
     allowed = affinity.restrict(pod, state.inputs.eligible_for(pod), placed, mates)
-    tiers = (affinity.scored(pod) and affinity.preferred_tiers(pod, placed, mates)) or [allowed]
-    for tier in tiers:
+    for tier in affinity.tiers_within(pod, allowed, placed, mates):
         found = seat_all(
             [pod],
             room,
             nodes,
-            functools.partial(_constant, both(tier, allowed)),
+            functools.partial(_constant, tier),
             state.config.placement_strategy,
             meter,
             ranked=state.ranked_room(),
