@@ -15,7 +15,6 @@ from collections.abc import Collection, Iterable
 
 from kai.engine.budget import Refusal
 from kai.engine.model import Pod
-from kai.engine.pod_affinity import PodAffinity
 
 UNHONOURED_CONSTRAINT = "UnhonouredConstraint"
 
@@ -45,10 +44,8 @@ def unhonoured_refusal(pending: Iterable[Pod]) -> Refusal | None:
     return None
 
 
-def may_be_moved(pods: Collection[Pod], pod_affinity: PodAffinity | None) -> bool:
+def may_be_moved(pods: Collection[Pod]) -> bool:
     """Whether consolidation may re-place these running pods: none holds a requirement kai
-    cannot keep or waits for the cluster (`kai.engine.prerequisites`), and no inter-pod term
-    concerns them (its moves do not place by the terms)."""
-    if any(pod.unhonoured is not None or pod.waits_for is not None for pod in pods):
-        return False
-    return pod_affinity is None or not any(pod_affinity.concerns(pod) for pod in pods)
+    cannot keep or waits for the cluster (`kai.engine.prerequisites`). Inter-pod terms do
+    not keep a pod in place: its move is seated by them (`term_seats.seat_moves`)."""
+    return not any(pod.unhonoured is not None or pod.waits_for is not None for pod in pods)

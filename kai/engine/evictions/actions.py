@@ -526,7 +526,7 @@ def _choose(
         return []
     if greedy is not None and looks is not None and looks.refuses(greedy):
         return [greedy]
-    if bound_by_terms(state, preemptor):  # the model does not see inter-pod terms
+    if bound_by_terms(state, preemptor.pods):  # the model does not see inter-pod terms
         return [greedy] if greedy is not None else []
     answer = cp_sat_search(state, action, preemptor, options, order, greedy, budget, models_left)
     budget.solver_spent += answer.work_seconds

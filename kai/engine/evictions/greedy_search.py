@@ -33,6 +33,7 @@ from kai.engine.evictions.room import (
 from kai.engine.evictions.rules import check
 from kai.engine.evictions.scenario import Scenario
 from kai.engine.evictions.state import EvictionState
+from kai.engine.evictions.term_seats import bound_by_terms, seat_moves
 from kai.engine.evictions.topology_seats import seat_preemptor
 from kai.engine.evictions.victim_order import VictimOrder, VictimUnit
 from kai.engine.model import Pod
@@ -324,7 +325,7 @@ def _try(
         return verdict
     moves: list[Seat] = []
     if action is Action.CONSOLIDATE:
-        placed = move_victims(state, options, evicted, trial, meter)
+        placed = move_victims(state, options, evicted, trial, seats, meter)
         if placed is None or not placed[1]:
             return None
         evicted, moves = placed
@@ -336,6 +337,7 @@ def move_victims(
     options: Mapping[str, VictimOption],
     chosen: Mapping[str, Collection[str]],
     room: Overlay,
+    beside: Sequence[Seat],
     meter: Meter | None = None,
 ) -> tuple[dict[str, frozenset[str]], list[Seat]] | None:
     """Consolidation: re-place every chosen victim pod on what the preemptor left; None if one
@@ -346,17 +348,22 @@ def move_victims(
     all: it keeps running, as in KAI, where a victim re-placed on its own node is restored.
     So a gang at its minimum is chosen whole (its pods leave together or not at all) and
     only the pods that must make room move; the others of the gang stay as they are.
+    When an inter-pod term concerns one of them, they are seated by the terms, beside the
+    preemptor's seats (`beside`) and each other (`term_seats.seat_moves`).
     """
     leaving = [pod for key in chosen for pod in options[key].gang.pods if pod.key in chosen[key]]
-    seats = seat_all(
-        leaving,
-        room,
-        room.keys(),
-        state.inputs.eligible_for,
-        state.config.placement_strategy,
-        meter,
-        own_devices_first,
-    )
+    if bound_by_terms(state, leaving):
+        seats = seat_moves(state, leaving, room, beside, meter)
+    else:
+        seats = seat_all(
+            leaving,
+            room,
+            room.keys(),
+            state.inputs.eligible_for,
+            state.config.placement_strategy,
+            meter,
+            own_devices_first,
+        )
     if seats is None or not _moves_keep_topology(state, leaving, seats):
         return None
     moved: dict[str, set[str]] = {}

@@ -48,7 +48,7 @@ def idle_first(
         action is Action.CONSOLIDATE
         or scenario.moves
         or topology_rules(state, preemptor)
-        or bound_by_terms(state, preemptor)
+        or bound_by_terms(state, preemptor.pods)
     ):
         return scenario
     full = Overlay(state.future)

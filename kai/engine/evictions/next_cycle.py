@@ -106,7 +106,9 @@ def _look(state: EvictionState, index: NodeIndex, preemptor: Preemptor, scenario
     victim_pods = [pod.key for pods in victims.values() for pod in pods]
     # A preemptor inter-pod terms concern reads them as the next cycle will: the victims
     # gone (a gang that wants a pod nearby must not count on one that is leaving).
-    order = state.order_without(victim_pods) if bound_by_terms(state, preemptor) else state.order
+    order = (
+        state.order_without(victim_pods) if bound_by_terms(state, preemptor.pods) else state.order
+    )
     looked = -1  # how many pods were placed when the preemptor's chances were last looked at
 
     def settled(offer: Offer, outcome: AllocationOutcome) -> bool:

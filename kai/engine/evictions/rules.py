@@ -68,7 +68,7 @@ def victim_options(
     now = state.inputs.snapshot.now
     options: list[VictimOption] = []
     for gang, minimum in _candidates(state, action, preemptor):
-        if action is Action.CONSOLIDATE and not may_be_moved(gang.pods, state.inputs.pod_affinity):
+        if action is Action.CONSOLIDATE and not may_be_moved(gang.pods):
             continue
         whole = not protected(gang.group, minimum, now)
         if whole or gang.elastic:

@@ -68,8 +68,8 @@ class EvictionInputs:
     """The snapshot's PodGroups by key and our pods by group, when the cycle has them (its
     memo keeps them); None: read from the snapshot."""
     pod_affinity: PodAffinity | None = None
-    """The cycle's inter-pod terms, when a pod carries one: a preemptor they concern is
-    seated by them (`term_seats`), and consolidation moves none of their pods."""
+    """The cycle's inter-pod terms, when a pod carries one: a preemptor they concern, and
+    the pods consolidation moves, are seated by them (`term_seats`)."""
 
     def index(self) -> SnapshotIndex:
         if self.known is not None:
@@ -121,6 +121,7 @@ class EvictionState:
     _pending_offers: PendingOffers | None = None
     _over_caps: list[tuple[GangRequest, str]] | None = None
     _placed_for_terms: dict[str, PodPlacement] | None = None
+    _moved: dict[str, Pod] = field(default_factory=dict)  # running pods consolidation re-seated
     anchored: set[str] = field(default_factory=set)
     """The pods (by key) an affinity term of a pod seated this cycle selects: no later
     decision of the cycle takes or moves them, so the seats that counted on them hold."""
@@ -325,16 +326,17 @@ class EvictionState:
         return dataclasses.replace(order, pod_affinity=view, rankings=order.rankings)
 
     def placed_for_terms(self) -> Mapping[str, PodPlacement]:
-        """This cycle's bindings and its eviction decisions' seats so far, by pod: what
-        inter-pod terms read beside the pods on nodes (`term_seats`). One mapping while no
-        decision is committed: the terms index it as it grows."""
+        """This cycle's bindings and its eviction decisions' seats so far (moved pods'
+        included), by pod: what inter-pod terms read beside the pods on nodes
+        (`term_seats`). One mapping while no decision is committed: the terms index it as
+        it grows."""
         if self._placed_for_terms is None:
             pending = {
                 pod.key: pod for gang in self.inputs.unplaced for pod in (*gang.core, *gang.elastic)
             }
             placed = dict(self.inputs.placements)
             for record in self.pipelined.values():
-                pod = pending.get(record.pod)
+                pod = pending.get(record.pod) or self._moved.get(record.pod)
                 if pod is not None:
                     placed[record.pod] = PodPlacement(pod, record.node, record.gpu_groups)
             self._placed_for_terms = placed
@@ -434,6 +436,8 @@ class EvictionState:
                 group.preemptible,
             )
             self.pipelined[record.pod] = record
+            if pod.key in self.evicted:  # a moved pod: terms read it at its new seat
+                self._moved[pod.key] = pod
         if decision.action is Action.CONSOLIDATE:
             self._promise(decision, seats)
         affinity = self.inputs.pod_affinity

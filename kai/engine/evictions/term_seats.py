@@ -1,4 +1,5 @@
-"""Seats for a preemptor whose pods inter-pod terms concern: its terms kept.
+"""Seats for a preemptor, or consolidation's moved pods, that inter-pod terms concern:
+their terms kept.
 
 The eviction actions seat a preemptor's pods on the room its victims leave. For a gang
 the terms concern (its own, or another pod's that selects it) that seating must read
@@ -24,26 +25,33 @@ no later decision of the cycle takes or moves those pods (`EvictionState.anchore
 the validator reads every seat's terms again once all the cycle's victims are gone.
 Evictions only ever open an anti-affinity term's domains, so a seat kept apart stays
 kept apart.
+
+Consolidation moves such pods as KAI does, whose node order holds the pod-affinity
+score: each moved pod is seated the same way (`seat_moves`), beside the decision's
+preemptor seats and the pods moved before it, and later decisions read it at its new
+node (`EvictionState.placed_for_terms`), so their seats and moves keep its terms and it
+keeps theirs. Before, consolidation moved no pod a term concerns, not even one that only
+prefers to be apart, which many charts write.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from kai.engine.evictions.preemptors import Preemptor
-from kai.engine.evictions.room import Meter, Overlay, Seat, seat_all
+from kai.engine.evictions.room import Meter, Overlay, Seat, own_devices_first, seat_all, size_order
 from kai.engine.evictions.state import EvictionState
 from kai.engine.greedy import PodPlacement
 from kai.engine.model import Pod
 from kai.engine.pod_affinity import Eligible, PodAffinity
 
 
-def bound_by_terms(state: EvictionState, preemptor: Preemptor) -> bool:
-    """Whether an inter-pod term, required or preferred, concerns where the preemptor's
-    pods may go."""
+def bound_by_terms(state: EvictionState, pods: Iterable[Pod]) -> bool:
+    """Whether an inter-pod term, required or preferred, concerns where any of these pods
+    (a preemptor's, or the victims consolidation moves) may go."""
     affinity = state.inputs.pod_affinity
-    return affinity is not None and any(map(affinity.concerns, preemptor.pods))
+    return affinity is not None and any(map(affinity.concerns, pods))
 
 
 def seat_by_terms(
@@ -72,6 +80,34 @@ def seat_by_terms(
     return seats
 
 
+def seat_moves(
+    state: EvictionState,
+    moving: Sequence[Pod],
+    room: Overlay,
+    beside: Sequence[Seat],
+    meter: Meter | None = None,
+) -> list[Seat] | None:
+    """Consolidation's moved pods, some of which terms concern, seated one by one (largest
+    first) where the terms hold once they and the cycle's earlier victims have left,
+    beside the decision's preemptor seats (`beside`), those seated before them, this
+    cycle's bindings and earlier decisions' seats; or None. A pod that is seated back on
+    its own node stays where it runs."""
+    terms = state.inputs.pod_affinity
+    assert terms is not None
+    affinity = terms.without([*state.evicted, *(pod.key for pod in moving)])
+    placed = state.placed_for_terms()
+    nodes = list(room.keys())
+    mates = [PodPlacement(pod, node, groups) for pod, node, groups in beside]
+    seats: list[Seat] = []
+    for pod in sorted(moving, key=size_order):
+        found = _seat_one(state, affinity, pod, room, nodes, placed, mates, meter, moving=True)
+        if found is None:
+            return None
+        seats.append(found)
+        mates.append(PodPlacement(pod, found[1], found[2]))
+    return seats
+
+
 def _seat_one(
     state: EvictionState,
     affinity: PodAffinity,
@@ -81,7 +117,10 @@ def _seat_one(
     placed: Mapping[str, PodPlacement],
     mates: list[PodPlacement],
     meter: Meter | None,
+    moving: bool = False,
 ) -> Seat | None:
+    """`moving`: a running pod re-placed by consolidation, which takes its own shared
+    devices again if it is seated back on its node (`move_victims`)."""
     allowed = affinity.restrict(pod, state.inputs.eligible_for(pod), placed, mates)
     for tier in affinity.tiers_within(pod, allowed, placed, mates):
         found = seat_all(
@@ -91,7 +130,8 @@ def _seat_one(
             functools.partial(_constant, tier),
             state.config.placement_strategy,
             meter,
-            ranked=state.ranked_room(),
+            own_devices_first if moving else None,
+            ranked=None if moving else state.ranked_room(),
         )
         if found is not None:
             return found[0]

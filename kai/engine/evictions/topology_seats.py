@@ -41,7 +41,7 @@ def seat_preemptor(
     strategy = state.config.placement_strategy
     topology = inputs.topology
     rules = topology_rules(state, preemptor)
-    termed = bound_by_terms(state, preemptor)
+    termed = bound_by_terms(state, preemptor.pods)
     if rules is None and termed:
         return seat_by_terms(state, preemptor, room, nodes, meter, leaving)
     if rules is None:

@@ -552,7 +552,7 @@ class VictimModel:
             return None
         moves: list[Seat] = []
         if self.action is Action.CONSOLIDATE:
-            found = move_victims(state, self.options, frozen, room)
+            found = move_victims(state, self.options, frozen, room, seats)
             if found is None or not found[1]:
                 return None
             frozen, moves = found

@@ -327,18 +327,67 @@ def test_a_replica_may_take_the_place_of_the_replica_it_evicts() -> None:
     assert {r.pod: r.node for r in result.pipelined} == {"ns/new-0": "n0"}
 
 
-def test_consolidation_moves_no_pod_a_term_concerns() -> None:
-    """Consolidation re-places pods without their terms: it moves none a term concerns."""
-    # Victim order would move c first (b otherwise); c's term keeps it where it is.
-    guard = _with(pod("c-0", "c", 1, node_name="n0"), _term(True, app="x"))
-    moving = snapshot(
-        [_host("n0"), _host("n1")],
-        [guard, pod("b-0", "b", 1, node_name="n1"), pod("wide-0", "wide", 2)],
-        [group("c", "q"), group("b", "q"), group("wide", "q")],
+def _fragmented(*replicas: Pod) -> Snapshot:
+    """Three 2-GPU hosts with a GPU free on each, and a 2-GPU pod pending: only a move
+    seats it. n0 and n1 run the `replicas` (app web); n2 runs a pod no term reads."""
+    return snapshot(
+        [_host("n0"), _host("n1"), _host("n2")],
+        [*replicas, pod("x-0", "x", 1, node_name="n2"), pod("wide-0", "wide", 2)],
+        [group("web-a", "q"), group("web-b", "q"), group("x", "q"), group("wide", "q")],
         [queue("q")],
     )
-    moved = {p.pod for p in run_cycle(moving, GREEDY).pipelined}
-    assert moved == {"ns/b-0", "ns/wide-0"}
+
+
+def _replica(name: str, at: str, *terms: PodAffinityTerm) -> Pod:
+    return _with(pod(f"{name}-0", name, 1, node_name=at), *terms, app="web")
+
+
+def test_consolidation_moves_a_replica_only_where_its_anti_affinity_holds() -> None:
+    """One replica moves, and the wide pod takes the node it left. KAI's node order
+    alone would seat the moved replica on the other replica's node (n0 and n1 tie with
+    n2 on free GPUs, and come first by name), which its term forbids: it goes to n2.
+    Before, consolidation moved no pod a term concerns, and the wide pod waited."""
+    apart = _term(True, app="web")
+    snap = _fragmented(_replica("web-a", "n0", apart), _replica("web-b", "n1", apart))
+    for config in (GREEDY, EngineConfig(time_limit_seconds=0.5)):
+        result = run_cycle(snap, config)
+        [(moved, left)] = [(e.pod, e.node) for e in result.evictions]
+        assert {r.pod: r.node for r in result.pipelined} == {moved: "n2", "ns/wide-0": left}
+        _assert_the_terms_hold(snap, result)
+
+
+def test_consolidation_moves_a_replica_by_its_preferences() -> None:
+    """The same replicas, preferring to be apart: the move may go anywhere, and goes
+    where no other replica is (n2), not to the other replica's node as KAI's node order
+    alone would put it. Before, a preference kept the pod in place, and the wide pod
+    waited."""
+    apart = dataclasses.replace(_term(True, app="web"), weight=10)
+    snap = _fragmented(_replica("web-a", "n0", apart), _replica("web-b", "n1", apart))
+    result = run_cycle(snap, GREEDY)
+    [(moved, left)] = [(e.pod, e.node) for e in result.evictions]
+    assert {r.pod: r.node for r in result.pipelined} == {moved: "n2", "ns/wide-0": left}
+
+
+def test_a_later_move_reads_an_earlier_move_where_it_went() -> None:
+    """Four hosts in two zones, a GPU free on each; two 2-GPU pods pending. The first
+    decision moves r-n1, which keeps app b out of its zone, to zone z1. A later move
+    must read it there: found by the property test below, the second decision once moved
+    r-n0 (app b) into zone z1 too, reading r-n1 as gone, and the cycle failed validation."""
+    nodes = [_host(f"n{i}", 2, zone="z0" if i < 2 else "z1") for i in range(4)]
+    guard = (_term(False, HOST, app="a"), _term(True, ZONE, app="b"))
+    running = [
+        _with(pod("r-n0-0", "r-n0", 1, node_name="n0"), app="b"),
+        _with(pod("r-n1-0", "r-n1", 1, node_name="n1"), *guard, app="a"),
+        *(_with(pod(f"r-{n}-0", f"r-{n}", 1, node_name=n), app="a") for n in ("n2", "n3")),
+    ]
+    wide = [_with(pod(f"wide{i}-0", f"wide{i}", 2), app="a") for i in range(2)]
+    names = ["r-n0", "r-n1", "r-n2", "r-n3", "wide0", "wide1"]
+    snap = snapshot(nodes, [*running, *wide], [group(n, "q") for n in names], [queue("q")])
+    result = run_cycle(snap, GREEDY)
+    _assert_the_terms_hold(snap, result)
+    seated = {r.pod: r.node for r in result.pipelined}
+    assert seated["ns/r-n1-0"] in ("n2", "n3")
+    assert seated.get("ns/r-n0-0", "n0") in ("n0", "n1")
 
 
 def test_the_validator_checks_the_terms_on_its_own() -> None:
@@ -421,8 +470,29 @@ def _crowded(draw: st.DrawFn) -> Snapshot:
     return snapshot(nodes, pods, groups, [queue("q")])
 
 
+@st.composite
+def _fragmented_hosts(draw: st.DrawFn) -> Snapshot:
+    """Two to five 2-GPU hosts in two zones, most with one GPU taken by a pod with labels
+    and terms; one to three 2-GPU pods pending at the same priority, with terms: only
+    consolidation's moves seat them, each decision beside the moves before it."""
+    apps = st.sampled_from(["a", "b"])
+    terms = _random_terms(HOST, ZONE)
+    count = draw(st.integers(2, 5))
+    nodes = [_host(f"n{i}", 2, zone="z0" if i < 2 else "z1") for i in range(count)]
+    pods, groups = [], []
+    for n in nodes:
+        if draw(st.integers(0, 3)):
+            held = pod(f"r-{n.name}-0", f"r-{n.name}", 1, node_name=n.name)
+            pods.append(_with(held, *draw(terms), app=draw(apps)))
+            groups.append(group(f"r-{n.name}", "q"))
+    for g in range(draw(st.integers(1, 3))):
+        pods.append(_with(pod(f"wide{g}-0", f"wide{g}", 2), *draw(terms), app=draw(apps)))
+        groups.append(group(f"wide{g}", "q"))
+    return snapshot(nodes, pods, groups, [queue("q")])
+
+
 @settings(max_examples=150, deadline=None)
-@given(st.one_of(_clusters(), _crowded()))
+@given(st.one_of(_clusters(), _crowded(), _fragmented_hosts()))
 def test_every_answer_keeps_the_terms_by_the_validators_reading(snap: Snapshot) -> None:
     """The cycle validates the greedy answer and raises if the validator disagrees; every
     binding is checked once more here, beside the pods on nodes. Every eviction decision
