@@ -425,24 +425,29 @@ def _random_terms(*keys: str) -> st.SearchStrategy[list[PodAffinityTerm]]:
     )
 
 
+def _two_zones(draw: st.DrawFn, least: int, most: int) -> list[Any]:
+    """Between `least` and `most` 2-GPU hosts, the first two in zone z0, the rest in z1."""
+    count = draw(st.integers(least, most))
+    return [_host(f"n{i}", 2, zone="z0" if i < 2 else "z1") for i in range(count)]
+
+
+def _termed(draw: st.DrawFn, base: Pod) -> Pod:
+    """`base` labelled app a or b, with up to two random terms over hosts and zones."""
+    return _with(base, *draw(_random_terms(HOST, ZONE)), app=draw(st.sampled_from(["a", "b"])))
+
+
 @st.composite
 def _clusters(draw: st.DrawFn) -> Snapshot:
     """Up to four nodes in two zones; pods on them and pending, each with labels and terms,
     at two priorities (the pending gang's the higher, so that it preempts)."""
-    apps = st.sampled_from(["a", "b"])
-
-    def with_terms(base: Pod) -> Pod:
-        return _with(base, *draw(_random_terms(HOST, ZONE)), app=draw(apps))
-
-    count = draw(st.integers(1, 4))
-    nodes = [_host(f"n{i}", 2, zone="z0" if i < 2 else "z1") for i in range(count)]
+    nodes = _two_zones(draw, 1, 4)
     pods, groups = [], []
     for index in range(draw(st.integers(0, 4))):
         where = draw(st.sampled_from([None, *(n.name for n in nodes)]))
-        pods.append(with_terms(pod(f"g{index}-0", f"g{index}", 1, node_name=where)))
+        pods.append(_termed(draw, pod(f"g{index}-0", f"g{index}", 1, node_name=where)))
         groups.append(group(f"g{index}", "q", priority=draw(st.sampled_from([10, 100]))))
     size = draw(st.integers(1, 3))
-    pods += [with_terms(pod(f"gang-{i}", "gang", 1)) for i in range(size)]
+    pods += [_termed(draw, pod(f"gang-{i}", "gang", 1)) for i in range(size)]
     groups.append(group("gang", "q", min_member=size, priority=100))
     return snapshot(nodes, pods, groups, [queue("q")])
 
@@ -451,21 +456,16 @@ def _clusters(draw: st.DrawFn) -> Snapshot:
 def _crowded(draw: st.DrawFn) -> Snapshot:
     """Two to four full hosts in two zones, their low-priority pods labelled and some with
     terms; one to three high-priority gangs pending, with terms: preemption's ground."""
-    apps = st.sampled_from(["a", "b"])
-    terms = _random_terms(HOST, ZONE)
-    count = draw(st.integers(2, 4))
-    nodes = [_host(f"n{i}", 2, zone="z0" if i < 2 else "z1") for i in range(count)]
+    nodes = _two_zones(draw, 2, 4)
     pods, groups = [], []
     for n in nodes:
         for i in range(2):
             name = f"low-{n.name}-{i}"
-            held = pod(name, name, 1, node_name=n.name)
-            pods.append(_with(held, *draw(terms), app=draw(apps)))
+            pods.append(_termed(draw, pod(name, name, 1, node_name=n.name)))
             groups.append(group(name, "q", priority=10))
     for g in range(draw(st.integers(1, 3))):
         size = draw(st.integers(1, 2))
-        for i in range(size):
-            pods.append(_with(pod(f"hi{g}-{i}", f"hi{g}", 1), *draw(terms), app=draw(apps)))
+        pods += [_termed(draw, pod(f"hi{g}-{i}", f"hi{g}", 1)) for i in range(size)]
         groups.append(group(f"hi{g}", "q", min_member=size, priority=100))
     return snapshot(nodes, pods, groups, [queue("q")])
 
@@ -475,18 +475,14 @@ def _fragmented_hosts(draw: st.DrawFn) -> Snapshot:
     """Two to five 2-GPU hosts in two zones, most with one GPU taken by a pod with labels
     and terms; one to three 2-GPU pods pending at the same priority, with terms: only
     consolidation's moves seat them, each decision beside the moves before it."""
-    apps = st.sampled_from(["a", "b"])
-    terms = _random_terms(HOST, ZONE)
-    count = draw(st.integers(2, 5))
-    nodes = [_host(f"n{i}", 2, zone="z0" if i < 2 else "z1") for i in range(count)]
+    nodes = _two_zones(draw, 2, 5)
     pods, groups = [], []
     for n in nodes:
         if draw(st.integers(0, 3)):
-            held = pod(f"r-{n.name}-0", f"r-{n.name}", 1, node_name=n.name)
-            pods.append(_with(held, *draw(terms), app=draw(apps)))
+            pods.append(_termed(draw, pod(f"r-{n.name}-0", f"r-{n.name}", 1, node_name=n.name)))
             groups.append(group(f"r-{n.name}", "q"))
     for g in range(draw(st.integers(1, 3))):
-        pods.append(_with(pod(f"wide{g}-0", f"wide{g}", 2), *draw(terms), app=draw(apps)))
+        pods.append(_termed(draw, pod(f"wide{g}-0", f"wide{g}", 2)))
         groups.append(group(f"wide{g}", "q"))
     return snapshot(nodes, pods, groups, [queue("q")])
 
