@@ -329,11 +329,13 @@ def test_a_replica_may_take_the_place_of_the_replica_it_evicts() -> None:
 
 def _fragmented(*replicas: Pod) -> Snapshot:
     """Three 2-GPU hosts with a GPU free on each, and a 2-GPU pod pending: only a move
-    seats it. n0 and n1 run the `replicas` (app web); n2 runs a pod no term reads."""
+    seats it. n0 and n1 run the `replicas` (app web); n2 runs a pod no term reads, which
+    is not preemptible, so only a replica can move."""
+    stays = group("x", "q", preemptible=False)
     return snapshot(
         [_host("n0"), _host("n1"), _host("n2")],
         [*replicas, pod("x-0", "x", 1, node_name="n2"), pod("wide-0", "wide", 2)],
-        [group("web-a", "q"), group("web-b", "q"), group("x", "q"), group("wide", "q")],
+        [group("web-a", "q"), group("web-b", "q"), stays, group("wide", "q")],
         [queue("q")],
     )
 
