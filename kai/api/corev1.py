@@ -25,6 +25,7 @@ class ResourceRequirements(WireModel):
 class ContainerPort(WireModel):
     container_port: StrictInt = Field(ge=1, le=65535)
     host_port: StrictInt = Field(default=0, ge=0, le=65535)  # 0: none
+    host_ip: str = Field(default="", alias="hostIP")  # "" or 0.0.0.0: every address
     protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
 
 

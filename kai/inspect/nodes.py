@@ -166,9 +166,12 @@ class NodeSummary:
             if "/" not in name:
                 continue  # hugepages and ephemeral storage: in the document, not the table
             left = self.free.scalars.get(name, 0)
-            if is_host_port(name) and left == amount:
-                continue  # every node offers every port in use; shown where a pod holds it
-            held = ", ".join(f"{pod} {in_units(name, asked)}" for pod, asked in self.holders(name))
+            holders = self.holders(name)
+            if is_host_port(name) and all(asked < amount for _, asked in holders):
+                # Every node offers every port in use: shown where a pod holds it, on every
+                # address or on the one address of its own row.
+                continue
+            held = ", ".join(f"{pod} {in_units(name, asked)}" for pod, asked in holders)
             rows.append(
                 (
                     node.name,

@@ -1,15 +1,21 @@
 """Host ports as scalar resources (`kai.api.host_ports`): what a pod asks, what nodes offer,
-and the builder's memo of nodes offering them (`kai.operator.port_offers`)."""
+the builder's memo of nodes offering them (`kai.operator.port_offers`), and the pods one
+node takes when they bind a port to host addresses, as kube-scheduler's NodePorts filter
+decides it."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kai.api.host_ports import offering, ports_in_use
 from kai.api.pods import parse_pod
+from kai.engine.cycle import run_cycle
+from kai.engine.model import EngineConfig
 from kai.engine.scalars import MILLI
 from kai.operator.port_offers import PortOffers
-from tests.unit.engine.builders import node
+from tests.unit.engine.builders import group, node, queue, snapshot
 
 
 def _pod(spec: dict[str, Any]) -> dict[str, Any]:
@@ -97,3 +103,66 @@ def test_the_memo_keeps_each_node_offering_until_the_ports_change() -> None:
     assert parsed == {"n1": later[1]} and dict(later[1].scalars) == {"host-port/TCP/8080": MILLI}
     fewer, _ = offers.offered([first, replaced], {}, frozenset())
     assert offers.changed and fewer == [first, replaced]
+
+
+def test_a_port_bound_on_one_address_asks_a_thousandth_of_the_port_and_that_address() -> None:
+    spec = {
+        "containers": [
+            _container(
+                {"containerPort": 80, "hostPort": 8080, "hostIP": "10.0.0.1"},
+                {"containerPort": 81, "hostPort": 8080, "hostIP": "10.0.0.2"},
+                {"containerPort": 53, "hostPort": 53, "protocol": "UDP", "hostIP": "0.0.0.0"},
+            )
+        ]
+    }
+    assert parse_pod(_pod(spec), "ml/g").scalars == (
+        ("host-port/TCP/8080", 2),
+        ("host-port/TCP/8080/10.0.0.1", MILLI),
+        ("host-port/TCP/8080/10.0.0.2", MILLI),
+        ("host-port/UDP/53", MILLI),
+    )
+
+
+def test_a_pod_holding_a_port_on_every_address_and_on_one_asks_the_whole_port() -> None:
+    """A pod never conflicts with itself: what it asks of the port stays one whole."""
+    ports: list[dict[str, Any]] = [
+        {"containerPort": 80, "hostPort": 8080},
+        {"containerPort": 81, "hostPort": 8080, "hostIP": "10.0.0.1"},
+    ]
+    scalars = dict(parse_pod(_pod({"containers": [_container(*ports)]}), "ml/g").scalars)
+    assert scalars["host-port/TCP/8080"] == MILLI
+
+
+def _on_one_node(*addresses: str) -> list[str]:
+    """One pod per address, each holding port 8080 there ("" for every address), pending
+    beside a single node offering what they ask: the pods it takes, in order."""
+    pods = []
+    for index, address in enumerate(addresses):
+        port = {"containerPort": 80, "hostPort": 8080, **({"hostIP": address} if address else {})}
+        manifest = _pod({"containers": [_container(port)]})
+        manifest["metadata"]["name"] = f"p{index}"
+        pods.append(parse_pod(manifest, f"ml/p{index}"))
+    offered = offering(node("n0", gpus=0), ports_in_use(pods))
+    groups = [group(pod.name, "q", namespace="ml") for pod in pods]
+    snap = snapshot([offered], pods, groups, [queue("q")])
+    result = run_cycle(snap, EngineConfig(time_limit_seconds=0))
+    return sorted(binding.pod for binding in result.bindings)
+
+
+@pytest.mark.parametrize(
+    ("addresses", "bound"),
+    [
+        (("10.0.0.1", "10.0.0.2"), ["ml/p0", "ml/p1"]),  # two addresses: both on one node
+        (("10.0.0.1", "10.0.0.1"), ["ml/p0"]),  # the same address: one
+        (("", "10.0.0.1"), ["ml/p0"]),  # every address, then one: one
+        (("10.0.0.1", "0.0.0.0"), ["ml/p0"]),  # one, then every address: one
+        (("", ""), ["ml/p0"]),
+    ],
+)
+def test_one_node_takes_pods_on_a_port_as_kube_schedulers_node_ports_filter(
+    addresses: tuple[str, ...], bound: list[str]
+) -> None:
+    """kube-scheduler's `HostPortInfo.CheckConflict`: a port on one address conflicts with
+    the same address and with every address; on every address, with any. Before, kai read
+    no host IP, and two pods on two addresses never shared a node."""
+    assert _on_one_node(*addresses) == bound

@@ -143,3 +143,19 @@ def test_a_host_port_gets_a_line_on_the_node_where_a_pod_holds_it() -> None:
     ]
     free = next(n for n in report.document()["nodes"] if n["name"] == "n2")["scalars"]
     assert free == [{"name": "host-port/TCP/8080", "allocatable": 1, "free": 1, "pods": []}]
+
+
+def test_a_port_held_on_one_address_gets_the_line_of_that_address() -> None:
+    """Two pods hold port 8080 on n1 on two addresses: a line each, none for the port as
+    a whole, which no pod holds on every address."""
+    holders = []
+    for name, address in (("a", "10.0.0.1"), ("b", "10.0.0.2")):
+        holder = pod(name, name, node="n1")
+        port = {"containerPort": 80, "hostPort": 8080, "hostIP": address}
+        holder["spec"]["containers"][0]["ports"] = [port]
+        holders.append(holder)
+    report = summarise_nodes([node("n1", 0)], holders, RESERVATIONS, [])
+    assert [row for row in report.rows() if any("host-port" in cell for cell in row)] == [
+        ("n1", "host-port/TCP/8080/10.0.0.1", "1", "1", "0", "ml/a 1"),
+        ("n1", "host-port/TCP/8080/10.0.0.2", "1", "1", "0", "ml/b 1"),
+    ]
