@@ -11,7 +11,9 @@ allocated (kai-semantics §8.6). Here the same greedy pass the cycle allocates w
 over the room the decision leaves, with the victims pending and every gang still pending
 (a sibling queue can take room freed under a shared parent's limit); a decision is made
 only if the pass places its preemptor. Gangs pipelined by earlier decisions keep their
-seats.
+seats. Consolidation's moves are looked at so too when inter-pod terms concern them
+(`actions._Looks.moves`): the moved pods, pending again, may come before the preemptor
+and sit where their moves stepped around its seat.
 """
 
 from __future__ import annotations
@@ -104,11 +106,13 @@ def _look(state: EvictionState, index: NodeIndex, preemptor: Preemptor, scenario
         gangs.append(preemptor.gang)
     preemptor_pods = [pod.key for pod in preemptor.pods]
     victim_pods = [pod.key for pods in victims.values() for pod in pods]
-    # A preemptor inter-pod terms concern reads them as the next cycle will: the victims
-    # gone (a gang that wants a pod nearby must not count on one that is leaving).
-    order = (
-        state.order_without(victim_pods) if bound_by_terms(state, preemptor.pods) else state.order
+    # Where inter-pod terms concern the preemptor or a victim, they read as the next cycle
+    # will: the victims gone from their nodes (a gang that wants a pod nearby must not
+    # count on one that is leaving; a moved pod is pending again, not where it ran).
+    termed = bound_by_terms(
+        state, [*preemptor.pods, *(p for pods in victims.values() for p in pods)]
     )
+    order = state.order_without(victim_pods) if termed else state.order
     looked = -1  # how many pods were placed when the preemptor's chances were last looked at
 
     def settled(offer: Offer, outcome: AllocationOutcome) -> bool:

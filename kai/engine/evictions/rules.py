@@ -67,8 +67,11 @@ def victim_options(
     """Running gangs the action may take from for this preemptor, by name."""
     now = state.inputs.snapshot.now
     options: list[VictimOption] = []
+    kept = _wanted_in_place(state, preemptor) if action is Action.CONSOLIDATE else set()
     for gang, minimum in _candidates(state, action, preemptor):
-        if action is Action.CONSOLIDATE and not may_be_moved(gang.pods):
+        if action is Action.CONSOLIDATE and (
+            not may_be_moved(gang.pods) or any(pod.key in kept for pod in gang.pods)
+        ):
             continue
         whole = not protected(gang.group, minimum, now)
         if whole or gang.elastic:
@@ -77,6 +80,19 @@ def victim_options(
         options = _near_fitting(state, preemptor, options)
     options.sort(key=lambda option: option.gang.key)  # the order victims go in: victim_order
     return options
+
+
+def _wanted_in_place(state: EvictionState, preemptor: Preemptor) -> set[str]:
+    """The pods (by key) the preemptor's required affinity terms select: consolidation
+    moves none of them for it. Its seats are found with its victims gone, so a moved pod
+    its term selects would read as gone and the preemptor as the first of its set: the
+    plan would seat it where nothing it wants is once the pod runs elsewhere
+    (`test_consolidation_moves_no_pod_the_preemptor_must_be_near`)."""
+    affinity = state.inputs.pod_affinity
+    wanting = [pod for pod in preemptor.pods if any(not term.anti for term in pod.pod_terms)]
+    if affinity is None or not wanting:
+        return set()
+    return affinity.wanted_by(wanting, state.placed_for_terms())
 
 
 def min_runtime_protected(
