@@ -70,7 +70,7 @@ def victim_options(
     kept = _wanted_in_place(state, preemptor) if action is Action.CONSOLIDATE else set()
     for gang, minimum in _candidates(state, action, preemptor):
         if action is Action.CONSOLIDATE and (
-            not may_be_moved(gang.pods) or any(pod.key in kept for pod in gang.pods)
+            not may_be_moved(gang.pods) or (kept and any(pod.key in kept for pod in gang.pods))
         ):
             continue
         whole = not protected(gang.group, minimum, now)

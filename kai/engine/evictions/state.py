@@ -121,7 +121,6 @@ class EvictionState:
     _pending_offers: PendingOffers | None = None
     _over_caps: list[tuple[GangRequest, str]] | None = None
     _placed_for_terms: dict[str, PodPlacement] | None = None
-    _moved: dict[str, Pod] = field(default_factory=dict)  # running pods consolidation re-seated
     anchored: set[str] = field(default_factory=set)
     """The pods (by key) an affinity term of a pod seated this cycle selects: no later
     decision of the cycle takes or moves them, so the seats that counted on them hold."""
@@ -336,7 +335,9 @@ class EvictionState:
             }
             placed = dict(self.inputs.placements)
             for record in self.pipelined.values():
-                pod = pending.get(record.pod) or self._moved.get(record.pod)
+                pod = pending.get(record.pod)
+                if pod is None and record.pod in self.evicted:  # moved: read at its new seat
+                    pod = next(p for p in self.pods_of[record.group] if p.key == record.pod)
                 if pod is not None:
                     placed[record.pod] = PodPlacement(pod, record.node, record.gpu_groups)
             self._placed_for_terms = placed
@@ -436,8 +437,6 @@ class EvictionState:
                 group.preemptible,
             )
             self.pipelined[record.pod] = record
-            if pod.key in self.evicted:  # a moved pod: terms read it at its new seat
-                self._moved[pod.key] = pod
         if decision.action is Action.CONSOLIDATE:
             self._promise(decision, seats)
         affinity = self.inputs.pod_affinity

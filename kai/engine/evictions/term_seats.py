@@ -64,20 +64,7 @@ def seat_by_terms(
 ) -> list[Seat] | None:
     """The preemptor's pods seated on `nodes` where the terms hold once the pods `leaving`
     (by key: the decision's victims) are gone, or None; `room` keeps the seats taken."""
-    terms = state.inputs.pod_affinity
-    assert terms is not None
-    affinity = terms.without([*state.evicted, *leaving])
-    placed = state.placed_for_terms()
-    usable = list(nodes)
-    seats: list[Seat] = []
-    mates: list[PodPlacement] = []
-    for pod in preemptor.pods:
-        found = _seat_one(state, affinity, pod, room, usable, placed, mates, meter)
-        if found is None:
-            return None
-        seats.append(found)
-        mates.append(PodPlacement(pod, found[1], found[2]))
-    return seats
+    return _seat_in_turn(state, preemptor.pods, room, list(nodes), leaving, [], meter)
 
 
 def seat_moves(
@@ -92,15 +79,31 @@ def seat_moves(
     beside the decision's preemptor seats (`beside`), those seated before them, this
     cycle's bindings and earlier decisions' seats; or None. A pod that is seated back on
     its own node stays where it runs."""
+    mates = [PodPlacement(pod, node, groups) for pod, node, groups in beside]
+    gone = [pod.key for pod in moving]
+    in_turn = sorted(moving, key=size_order)
+    return _seat_in_turn(state, in_turn, room, list(room.keys()), gone, mates, meter, moving=True)
+
+
+def _seat_in_turn(
+    state: EvictionState,
+    pods: Sequence[Pod],
+    room: Overlay,
+    nodes: list[str],
+    gone: Collection[str],
+    mates: list[PodPlacement],
+    meter: Meter | None,
+    moving: bool = False,
+) -> list[Seat] | None:
+    """`pods` seated one by one, each beside `mates` and the pods seated before it, with
+    the terms read once the cycle's earlier victims and the pods `gone` have left."""
     terms = state.inputs.pod_affinity
     assert terms is not None
-    affinity = terms.without([*state.evicted, *(pod.key for pod in moving)])
+    affinity = terms.without([*state.evicted, *gone])
     placed = state.placed_for_terms()
-    nodes = list(room.keys())
-    mates = [PodPlacement(pod, node, groups) for pod, node, groups in beside]
     seats: list[Seat] = []
-    for pod in sorted(moving, key=size_order):
-        found = _seat_one(state, affinity, pod, room, nodes, placed, mates, meter, moving=True)
+    for pod in pods:
+        found = _seat_one(state, affinity, pod, room, nodes, placed, mates, meter, moving)
         if found is None:
             return None
         seats.append(found)
