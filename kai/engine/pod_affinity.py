@@ -151,6 +151,7 @@ class PodAffinity:
         # Each pass's placements, indexed as they grow (a pass only adds to them).
         self._passes: dict[int, tuple[Mapping[str, Placed], _Indexed]] = {}
         self._gone: frozenset[str] = frozenset()
+        self._beside: Mapping[str, Placed] | None = None
 
     def without(self, gone: Iterable[str]) -> PodAffinity:
         """These terms as they will read once the pods `gone` (by key: evicted) have left
@@ -159,6 +160,13 @@ class PodAffinity:
         self._on_nodes  # built here, so that the view shares it  # noqa: B018
         view = copy.copy(self)
         view._gone = self._gone | frozenset(gone)
+        return view
+
+    def beside(self, placed: Mapping[str, Placed]) -> PodAffinity:
+        """These terms reading the pods `placed` (by key) as on their nodes, but those
+        leaving: the look at the next cycle reads this cycle's bindings so, bound by then."""
+        view = copy.copy(self)
+        view._beside = placed
         return view
 
     def concerns(self, pod: Pod) -> bool:
@@ -345,10 +353,14 @@ class PodAffinity:
             index.add(placement.pod, placement.node)
         return index
 
-    def _sources(self, placed: Mapping[str, Placed]) -> tuple[_Source, _Source]:
-        """The pods a term reads: those on nodes but the ones leaving, then the pass's."""
+    def _sources(self, placed: Mapping[str, Placed]) -> tuple[_Source, ...]:
+        """The pods a term reads: those on nodes (and `beside`) but the ones leaving, then
+        the pass's."""
         on_nodes: _Source = _Leaving(self._on_nodes, self._gone) if self._gone else self._on_nodes
-        return on_nodes, self._pass(placed)
+        if self._beside is None:
+            return on_nodes, self._pass(placed)
+        beside = self._pass(self._beside)
+        return on_nodes, _Leaving(beside, self._gone), self._pass(placed)
 
     def _domains(self, pod: Pod, placed: Mapping[str, Placed], mates: Sequence[Placed]) -> _Domains:
         sources = self._sources(placed)

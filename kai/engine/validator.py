@@ -461,6 +461,7 @@ class EvictionAudit:
         self._bound = {binding.pod: binding.node for binding in bindings}
         self._gone: set[str] = set()
         self._waiting: dict[str, str] = {}  # pipelined pod -> its node
+        self._moved: dict[str, str] = {}  # a pod consolidation moves -> its new node
         self._promised: set[str] = set()  # pipelined for consolidation's preemptors
         self._held: dict[str, list[Fraction]] = defaultdict(lambda: [Fraction(0)] * 3)
         self._held_np: dict[str, list[Fraction]] = defaultdict(lambda: [Fraction(0)] * 3)
@@ -510,6 +511,8 @@ class EvictionAudit:
                 self._count(pod.group, self._amount(pod, self._node_of(pod)), -1)
         for record in decision.pipelined:
             pod = self._pods[record.pod]
+            if pod.key in moved and pod.key in self._gone and decision.action is Action.CONSOLIDATE:
+                self._moved[pod.key] = record.node
             if pod.key not in self._gone:
                 self._waiting[pod.key] = record.node
                 self._count(pod.group, self._amount(pod, record.node), 1)
@@ -603,7 +606,7 @@ class EvictionAudit:
     def _term_problems(self, decision: EvictionDecision, evicted: set[str]) -> list[str]:
         """The inter-pod terms the decision's seats break, beside the pods where they will
         be once it is made: those running but its victims and earlier ones, this cycle's
-        bindings and earlier decisions' seats."""
+        bindings, earlier decisions' seats and the pods they moved, at their new nodes."""
         if not self._termed:
             return []
         seats = [(self._pods[r.pod], r.node) for r in decision.pipelined if r.pod in self._pods]
@@ -617,6 +620,8 @@ class EvictionAudit:
             pod = self._pods.get(key)
             if pod is not None and key not in gone:
                 located.append(dataclasses.replace(pod, node=node, phase=PodPhase.BOUND))
+        for key, node in self._moved.items():
+            located.append(dataclasses.replace(self._pods[key], node=node, phase=PodPhase.BOUND))
         return pod_affinity_problems(self._nodes, located, seats)
 
     def _request(self, decision: EvictionDecision) -> Amount:

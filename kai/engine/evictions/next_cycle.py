@@ -108,11 +108,12 @@ def _look(state: EvictionState, index: NodeIndex, preemptor: Preemptor, scenario
     victim_pods = [pod.key for pods in victims.values() for pod in pods]
     # Where inter-pod terms concern the preemptor or a victim, they read as the next cycle
     # will: the victims gone from their nodes (a gang that wants a pod nearby must not
-    # count on one that is leaving; a moved pod is pending again, not where it ran).
+    # count on one that is leaving; a moved pod is pending again, not where it ran), and
+    # this cycle's bindings on theirs (a zone a pod bound this cycle closes stays closed).
     termed = bound_by_terms(
         state, [*preemptor.pods, *(p for pods in victims.values() for p in pods)]
     )
-    order = state.order_without(victim_pods) if termed else state.order
+    order = state.next_cycle_order(victim_pods) if termed else state.order
     looked = -1  # how many pods were placed when the preemptor's chances were last looked at
 
     def settled(offer: Offer, outcome: AllocationOutcome) -> bool:

@@ -315,13 +315,14 @@ class EvictionState:
             found = self._allocatable[queue] = allocatable_share(share, self.inputs.queues[queue])
         return found
 
-    def order_without(self, gone: Iterable[str]) -> KaiOrder:
+    def next_cycle_order(self, gone: Iterable[str]) -> KaiOrder:
         """KAI's order as the next cycle would follow it once the pods `gone` (and those
-        evicted before) have left: its inter-pod terms read without them."""
+        evicted before) have left: its inter-pod terms read without them, and with this
+        cycle's bindings on their nodes, where the next cycle finds them bound."""
         order = self.order
         if order.pod_affinity is None:
             return order
-        view = order.pod_affinity.without([*self.evicted, *gone])
+        view = order.pod_affinity.without([*self.evicted, *gone]).beside(self.inputs.placements)
         return dataclasses.replace(order, pod_affinity=view, rankings=order.rankings)
 
     def placed_for_terms(self) -> Mapping[str, PodPlacement]:

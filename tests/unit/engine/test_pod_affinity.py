@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from kai.api.parse import parse_pod
 from kai.engine.cycle import POD_AFFINITY, CycleResult, run_cycle
+from kai.engine.evictions.decisions import Action
 from kai.engine.model import (
     EngineConfig,
     Pod,
@@ -545,6 +546,55 @@ def test_consolidation_makes_no_move_the_next_cycle_would_undo() -> None:
     pods.append(_with(pod("wide0-0", "wide0", 2), _term(True, ZONE, app="a"), app="a"))
     groups = [group(name, "q") for name in [*names, "wide0"]]
     _assert_it_settles(snapshot(nodes, pods, groups, [queue("q")]), GREEDY)
+
+
+def test_the_look_at_the_next_cycle_reads_this_cycles_bindings() -> None:
+    """wide0 (app b) is bound to n0 this cycle, closing zone z0 to wide1, which avoids app
+    b. Moving r-n3 (app b) out of z1 to n1 would seat wide1 on n3, but the next cycle
+    seats r-n3 first, by bin-packing on n2, in z1 again. The look at the next cycle read
+    no pod bound this cycle, saw wide1 fit in z0, and the move was made every other round
+    (r-n3 and wide0 taking turns); now it reads wide0 on n0, and nothing is moved."""
+    nodes = [_host(f"n{i}", 2, zone="z0" if i < 2 else "z1") for i in range(4)]
+    pods = [
+        _with(pod("r-n2-0", "r-n2", 1, node_name="n2"), app="a"),
+        _with(pod("r-n3-0", "r-n3", 1, node_name="n3"), app="b"),
+        _with(pod("wide0-0", "wide0", 2), app="b"),
+        _with(pod("wide1-0", "wide1", 2), _term(True, ZONE, app="b"), app="a"),
+    ]
+    groups = [group(name, "q") for name in ("r-n2", "r-n3", "wide0", "wide1")]
+    snap = snapshot(nodes, pods, groups, [queue("q")])
+    result = run_cycle(snap, GREEDY)
+    assert [(b.pod, b.node) for b in result.bindings] == [("ns/wide0-0", "n0")]
+    assert result.evictions == ()
+    _assert_it_settles(snap, GREEDY)
+
+
+def test_a_seat_beside_a_pod_an_earlier_decision_moved_passes_the_audit() -> None:
+    """g0 wants an app a pod on its host: consolidation moves the app b pod off r1-0 to
+    r2-0 and seats g0 beside the app a one. g1 wants an app b pod on its host: the moved
+    one, on r2-0, where the eviction actions seat g1. The audit read the moved pod as gone
+    and refused g1's seat; it now reads it where it moves, as the actions do."""
+    racked = [
+        node(f"{rack}-0", gpus=2, labels={HOST: f"{rack}-0", TOPOLOGY_ZONE: "z", RACK: rack})
+        for rack in ("r1", "r2")
+    ]
+    pods = [
+        _with(pod("low-r1-0-0", "low-r1-0-0", 1, node_name="r1-0"), app="a"),
+        _with(pod("low-r1-0-1", "low-r1-0-1", 1, node_name="r1-0"), app="b"),
+        _with(pod("g0-0", "g0", 1), _term(False, HOST, app="a"), app="a"),
+        _with(pod("g1-0", "g1", 1), _term(False, HOST, app="b"), app="a"),
+    ]
+    groups = [group("low-r1-0-0", "q", priority=10), group("low-r1-0-1", "q", priority=10)]
+    groups += [dataclasses.replace(constrained(g, 1), priority=100) for g in ("g0", "g1")]
+    snap = cluster(racked, pods, groups)
+    result = run_cycle(snap, GREEDY)
+    assert [(e.pod, e.action) for e in result.evictions] == [("ns/low-r1-0-1", Action.CONSOLIDATE)]
+    assert {(p.pod, p.node) for p in result.pipelined} == {
+        ("ns/g0-0", "r1-0"),
+        ("ns/low-r1-0-1", "r2-0"),
+        ("ns/g1-0", "r2-0"),
+    }
+    _assert_the_terms_hold(snap, result)
 
 
 def _assert_it_settles(snap: Snapshot, config: EngineConfig) -> None:
