@@ -9,7 +9,8 @@ a `hostNetwork` pod's container ports are its host ports, as the API server writ
 - bound on every address: the whole `host-port/<protocol>/<port>`;
 - bound on one address: a thousandth of it, and the whole
   `host-port/<protocol>/<port>/<address>`.
-Every node offers one of each such resource some pod of the snapshot asks for. So two
+Every node offers one of each such resource some pod of the snapshot asks for
+(`kai.api.node_offers`). So two
 pods that bind the port on two addresses share a node (two thousandths), two on one
 address do not, and a pod on every address shares it with none: exactly kube-scheduler's
 `HostPortInfo.CheckConflict`, for up to a thousand addresses of one port on a node. A
@@ -20,11 +21,10 @@ holds the port on one address, the port's free part reads 0.999.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
 
 from kai.api import corev1
-from kai.engine.model import Node, Pod
+from kai.engine.model import Pod
 from kai.engine.scalars import MILLI, Scalars
 
 HOST_PORT_PREFIX = "host-port/"
@@ -63,13 +63,6 @@ def ports_in_use(pods: Iterable[Pod]) -> frozenset[str]:
     return frozenset(
         name for pod in pods if pod.scalars for name, _ in pod.scalars if is_host_port(name)
     )
-
-
-def offering(node: Node, ports: frozenset[str]) -> Node:
-    """The node offering one of each of `ports` beside its own scalar resources."""
-    own = [(name, amount) for name, amount in node.scalars if not is_host_port(name)]
-    offered = tuple(sorted([*own, *((port, MILLI) for port in ports)]))
-    return node if offered == node.scalars else dataclasses.replace(node, scalars=offered)
 
 
 def is_host_port(name: str) -> bool:

@@ -24,6 +24,7 @@ from kai.api.constants import (
 from kai.api.corev1 import NamedObject, PriorityClass
 from kai.api.dependencies import ClusterObjects
 from kai.api.errors import ManifestError, ManifestWarning, ObjectRef, object_ref, validated
+from kai.api.fields import WireModel
 from kai.api.nodes import parse_node
 from kai.api.podgroups import parse_pod_group
 from kai.api.pods import annotated_pod_group_key, parse_pod
@@ -62,7 +63,7 @@ _KINDS: Mapping[str, tuple[str, bool]] = {
     "ConfigMap": (CORE_API_VERSION, True),
     "Namespace": (CORE_API_VERSION, False),
 }
-_DEPENDED_MODELS = {
+_DEPENDED_MODELS: dict[str, type[WireModel]] = {
     "PersistentVolumeClaim": PersistentVolumeClaim,
     "PersistentVolume": PersistentVolume,
     "StorageClass": StorageClass,

@@ -1,5 +1,6 @@
 """Wire models of what a pod's volumes depend on: PersistentVolumeClaim, PersistentVolume
-and StorageClass, as far as kube-scheduler's volume filters read them (`kai.api.volumes`)."""
+and StorageClass, as far as kube-scheduler's volume filters read them (`kai.api.volumes`,
+`kai.api.static_volumes`)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,25 @@ from typing import Literal
 
 from pydantic import Field
 
-from kai.api.corev1 import NodeSelector
-from kai.api.fields import ObjectMeta, WireModel
+from kai.api.corev1 import LabelSelector, NodeSelector
+from kai.api.fields import ObjectMeta, Quantity, WireModel
 
 BindingMode = Literal["Immediate", "WaitForFirstConsumer"]
+AccessMode = Literal["ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"]
+VolumeMode = Literal["Filesystem", "Block"]
+
+
+class ClaimResources(WireModel):
+    requests: dict[str, Quantity] = Field(default_factory=dict)
 
 
 class ClaimSpec(WireModel):
     storage_class_name: str | None = None
     volume_name: str = ""
+    access_modes: list[AccessMode] = Field(default_factory=list)
+    volume_mode: VolumeMode = "Filesystem"
+    resources: ClaimResources = ClaimResources()
+    selector: LabelSelector | None = None
 
 
 class PersistentVolumeClaim(WireModel):
@@ -27,13 +38,29 @@ class VolumeNodeAffinity(WireModel):
     required: NodeSelector | None = None
 
 
+class ClaimReference(WireModel):
+    namespace: str = ""
+    name: str = ""
+    uid: str = ""
+
+
 class VolumeSpec(WireModel):
     node_affinity: VolumeNodeAffinity | None = None
+    storage_class_name: str = ""
+    capacity: dict[str, Quantity] = Field(default_factory=dict)
+    access_modes: list[AccessMode] = Field(default_factory=list)
+    volume_mode: VolumeMode = "Filesystem"
+    claim_ref: ClaimReference | None = None
+
+
+class VolumeStatus(WireModel):
+    phase: str = ""
 
 
 class PersistentVolume(WireModel):
     metadata: ObjectMeta
     spec: VolumeSpec = VolumeSpec()
+    status: VolumeStatus = VolumeStatus()
 
 
 class TopologySelectorRequirement(WireModel):

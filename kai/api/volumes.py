@@ -13,9 +13,11 @@ volume, or an `ephemeral` one, whose claim is `<pod>-<volume>`):
 - a claim that does not exist, is being deleted, is not bound and binds immediately, names
   a volume the volume controller has not bound it to yet, or names a class or volume that
   does not exist: the pod waits, told which claim and why;
-- a claim of a class without a provisioner (`kubernetes.io/no-provisioner`, static local
-  volumes) that is not bound: kube-scheduler would pick one of the volumes made
-  beforehand; kai does not choose between volumes, so the pod waits and says so.
+- a claim not bound, of a `WaitForFirstConsumer` class without a provisioner
+  (`kubernetes.io/no-provisioner`, local volumes made beforehand): a volume whose
+  `claimRef` names it holds the pod to where that volume can be used; otherwise the
+  claim asks for one free volume on the pod's node, counted as scalar resources, and on
+  binding that volume's `claimRef` is written (`kai.api.static_volumes`).
 
 The pod's parse does not read these objects: they change on their own (a claim gets
 bound), so the snapshot's makers apply this on top of it, for the pods that name claims.
@@ -24,15 +26,20 @@ bound), so the snapshot's makers apply this on top of it, for the pods that name
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from kai.api.errors import ManifestError, ObjectRef, combined, object_ref, validated
 from kai.api.placement import NODE_NAME_FIELD, node_selector_terms
+from kai.api.static_volumes import Pool, StaticClaim, StaticVolumes
 from kai.api.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
 from kai.engine.model import Pod, Prerequisite, Requirement
 from kai.engine.prerequisites import VOLUME_CLAIM_NOT_READY
+from kai.engine.scalars import Scalars
 
 SELECTED_NODE_ANNOTATION = "volume.kubernetes.io/selected-node"
 """Set on a claim of a `WaitForFirstConsumer` class: the node its volume is to be made for."""
@@ -53,6 +60,23 @@ class VolumeObjects:
     volumes: Objects
     classes: Objects
 
+    @functools.cached_property
+    def static(self) -> StaticVolumes:
+        """The volumes made beforehand (`kai.api.static_volumes`), read when a claim first
+        needs them (most cycles none does)."""
+        waiting = {
+            name
+            for name, manifest in self.classes.items()
+            if manifest.get("provisioner") == NO_PROVISIONER
+            and manifest.get("volumeBindingMode") == WAIT_FOR_FIRST_CONSUMER
+        }
+        claimed = {
+            str(spec.get("volumeName"))
+            for claim in self.claims.values()
+            if isinstance(spec := claim.get("spec"), Mapping) and spec.get("volumeName")
+        }
+        return StaticVolumes(self.volumes, waiting, claimed)
+
 
 @dataclass(frozen=True)
 class ClaimsReading:
@@ -64,6 +88,10 @@ class ClaimsReading:
     """Why the pod may run nowhere yet, naming the claim; None when it may."""
     to_provision: tuple[str, ...] = ()
     """The claims ("namespace/name") to tell the pod's node when it is bound."""
+    asks: Scalars = ()
+    """The free volumes made beforehand its claims ask of its node (`kai.api.static_volumes`)."""
+    static: tuple[StaticClaim, ...] = ()
+    """The claims that take such a volume when the pod is bound."""
 
 
 def names_claims(manifest: Mapping[str, Any]) -> bool:
@@ -144,6 +172,8 @@ def read_claims(keys: tuple[str, ...], objects: VolumeObjects) -> ClaimsReading:
     """What the claims `keys` of one pod say, by the rule in this module's docstring."""
     terms: list[NodeTerms] = []
     to_provision: list[str] = []
+    asks: dict[str, int] = {}
+    static: list[StaticClaim] = []
     for key in keys:
         try:
             found = _claim_terms(key, objects)
@@ -151,11 +181,20 @@ def read_claims(keys: tuple[str, ...], objects: VolumeObjects) -> ClaimsReading:
             return ClaimsReading(wait=f"claim {key}: {error}")
         if isinstance(found, str):
             return ClaimsReading(wait=f"claim {key} {found}")
-        claim_terms, provision = found
-        terms += claim_terms
-        if provision:
+        terms += found.terms
+        if found.provision:
             to_provision.append(key)
-    return ClaimsReading(tuple(dict.fromkeys(terms)), None, tuple(to_provision))
+        if found.static is not None:
+            static.append(found.static)
+            for name, amount in found.asks:
+                asks[name] = asks.get(name, 0) + amount
+    return ClaimsReading(
+        tuple(dict.fromkeys(terms)),
+        None,
+        tuple(to_provision),
+        tuple(sorted(asks.items())),
+        tuple(static),
+    )
 
 
 def claim_inputs(keys: tuple[str, ...], objects: VolumeObjects) -> tuple[object, ...]:
@@ -168,17 +207,38 @@ def claim_inputs(keys: tuple[str, ...], objects: VolumeObjects) -> tuple[object,
         spec = claim.get("spec") if claim is not None else None
         if isinstance(spec, Mapping):
             inputs.append(objects.volumes.get(str(spec.get("volumeName") or "")))
-            inputs.append(objects.classes.get(str(spec.get("storageClassName") or "")))
+            class_name = str(spec.get("storageClassName") or "")
+            class_manifest = objects.classes.get(class_name)
+            inputs.append(class_manifest)
+            if _takes_static(spec, class_manifest):
+                # the pool's volumes, and one naming the claim, decide its asks
+                static = objects.static
+                pool = Pool(class_name, str(spec.get("volumeMode") or "Filesystem"))
+                inputs.append(tuple(static.free.get(pool, ())))
+                inputs.append(static.naming.get(key))
     return tuple(inputs)
+
+
+def _takes_static(spec: Mapping[str, Any], class_manifest: Mapping[str, Any] | None) -> bool:
+    """Whether an unbound claim of this class takes a volume made beforehand."""
+    return (
+        not spec.get("volumeName")
+        and class_manifest is not None
+        and class_manifest.get("provisioner") == NO_PROVISIONER
+        and class_manifest.get("volumeBindingMode") == WAIT_FOR_FIRST_CONSUMER
+    )
 
 
 def with_claims(pod: Pod, reading: ClaimsReading) -> Pod:
     """The pod with its claims' nodes in its placement, and why it waits if it does."""
-    if not reading.terms and reading.wait is None:
+    if not reading.terms and reading.wait is None and not reading.asks:
         return pod
     placement = dataclasses.replace(pod.placement, volume_terms=reading.terms)
     waits = None if reading.wait is None else Prerequisite(VOLUME_CLAIM_NOT_READY, reading.wait)
-    return dataclasses.replace(pod, placement=placement, waits_for=waits)
+    scalars = pod.scalars
+    if reading.asks:
+        scalars = tuple(sorted((*pod.scalars, *reading.asks)))
+    return dataclasses.replace(pod, placement=placement, waits_for=waits, scalars=scalars)
 
 
 def claim_reference(key: str) -> tuple[str, str]:
@@ -187,8 +247,19 @@ def claim_reference(key: str) -> tuple[str, str]:
     return namespace, name
 
 
-def _claim_terms(key: str, objects: VolumeObjects) -> tuple[list[NodeTerms], bool] | str:
-    """The claim's node terms and whether it is to be provisioned, or why the pod waits."""
+@dataclass(frozen=True)
+class _Found:
+    """What one claim says: its node terms, whether it is to be provisioned, and the
+    volume made beforehand it takes, with what that asks of the node."""
+
+    terms: list[NodeTerms]
+    provision: bool = False
+    static: StaticClaim | None = None
+    asks: Scalars = ()
+
+
+def _claim_terms(key: str, objects: VolumeObjects) -> _Found | str:
+    """What the claim says, or why the pod waits."""
     manifest = objects.claims.get(key)
     if manifest is None:
         return "does not exist"
@@ -221,13 +292,10 @@ def _claim_terms(key: str, objects: VolumeObjects) -> tuple[list[NodeTerms], boo
             f"(Immediate): it waits for a volume to be bound to it"
         )
     if storage_class.provisioner == NO_PROVISIONER:
-        return (
-            f"is not bound, and its StorageClass {class_name} has no provisioner: kai does not "
-            f"choose among volumes made beforehand; bind the claim to one (spec.volumeName)"
-        )
+        return _static_terms(key, claim, objects)
     selected = claim.metadata.annotations.get(SELECTED_NODE_ANNOTATION)
     if selected:  # its volume is being made for that node
-        return [((Requirement(NODE_NAME_FIELD, "In", (selected,)),),)], False
+        return _Found([((Requirement(NODE_NAME_FIELD, "In", (selected,)),),)])
     allowed = tuple(
         tuple(
             Requirement(requirement.key, "In", tuple(requirement.values))
@@ -236,21 +304,50 @@ def _claim_terms(key: str, objects: VolumeObjects) -> tuple[list[NodeTerms], boo
         for term in storage_class.allowed_topologies
         if term.match_label_expressions
     )
-    return ([allowed] if allowed else []), True
+    return _Found([allowed] if allowed else [], provision=True)
 
 
-def _bound_terms(name: str, objects: VolumeObjects) -> tuple[list[NodeTerms], bool] | str:
+def _static_terms(key: str, claim: PersistentVolumeClaim, objects: VolumeObjects) -> _Found | str:
+    """An unbound claim of a class without a provisioner: the volume naming it, or one
+    free volume of its pool on the pod's node (`kai.api.static_volumes`)."""
+    static = objects.static
+    naming = static.naming.get(key)
+    reference = ((naming or {}).get("spec") or {}).get("claimRef") or {}
+    if naming is not None and reference.get("uid") in (None, "", claim.metadata.uid):
+        return _volume_terms(naming)
+    if claim.spec.selector is not None:
+        return (
+            "is not bound and selects volumes by label (spec.selector): kai does not choose "
+            "among volumes made beforehand by label; bind the claim to one (spec.volumeName)"
+        )
+    storage_class = claim.spec.storage_class_name or ""
+    request = claim.spec.resources.requests.get("storage", Fraction(0))
+    wanted = StaticClaim(
+        key, claim.metadata.uid, Pool(storage_class, claim.spec.volume_mode), math.ceil(request)
+    )
+    asks = static.asks(wanted, claim.spec.access_modes)
+    if isinstance(asks, str):
+        return f"is not bound, and {asks}"
+    return _Found([], static=wanted, asks=asks)
+
+
+def _bound_terms(name: str, objects: VolumeObjects) -> _Found | str:
     manifest = objects.volumes.get(name)
     if manifest is None:
         return f"is bound to volume {name}, which does not exist"
+    return _volume_terms(manifest)
+
+
+def _volume_terms(manifest: Mapping[str, Any]) -> _Found:
+    """Where the volume can be used: its required node affinity, as node terms."""
     ref = object_ref("PersistentVolume", manifest, namespaced=False)
     volume = validated(PersistentVolume, ref, manifest)
     affinity = volume.spec.node_affinity
     if affinity is None or affinity.required is None:
-        return [], False
+        return _Found([])
     errors: list[ManifestError] = []
     path = "spec.nodeAffinity.required.nodeSelectorTerms"
     terms = node_selector_terms(ref, path, affinity.required, errors)
     if errors:
         raise combined(errors)
-    return [terms], False
+    return _Found([terms])

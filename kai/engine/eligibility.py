@@ -63,6 +63,11 @@ def _terms_hold(
     )
 
 
+def terms_hold(terms: tuple[tuple[Requirement, ...], ...], node: Node) -> bool:
+    """Whether the node meets node affinity terms (a volume's, `kai.api.static_volumes`)."""
+    return _terms_hold(terms, dict(node.labels), node)
+
+
 def _selects(placement: Placement) -> bool:
     return bool(placement.node_selector or placement.affinity_terms or placement.volume_terms)
 

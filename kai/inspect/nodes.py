@@ -19,7 +19,8 @@ from fractions import Fraction
 from typing import Any
 
 from kai.api.constants import RESERVATION_NAMESPACE
-from kai.api.host_ports import is_host_port, offering, ports_in_use
+from kai.api.host_ports import is_host_port, ports_in_use
+from kai.api.node_offers import offering
 from kai.api.nodes import parse_node
 from kai.api.reservations import counted_reservations
 from kai.engine.capacity import NodeCapacity, initial_capacity

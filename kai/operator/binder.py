@@ -9,7 +9,10 @@ same write. A pod whose grouping write failed is not bound, and when the pods le
 would not make the gang whole (`subgroups.holds`, counting its pods already on
 nodes) none of the gang is bound this cycle. Fractional pods get their reservation
 pod, ConfigMaps and group label first (`gpu_sharing`); a pod's claims still to be
-provisioned are told its node first (`kai.api.volumes`). Leadership is checked
+provisioned are told its node first (`kai.api.volumes`), and each of its claims that
+takes a volume made beforehand gets one of the node's free volumes, whose `claimRef` is
+written first, conditioned on the volume's resourceVersion (`kai.api.static_volumes`):
+a volume another writer took meanwhile refuses the bind. Leadership is checked
 inside the concurrency slot right before each write of a bind, so a deposed leader
 sends none once it knows.
 
@@ -56,8 +59,10 @@ from typing import Any
 import structlog
 
 from kai.api.shards import Shard
+from kai.api.static_volumes import FreeVolume, StaticClaim, choose
 from kai.api.volumes import (
     SELECTED_NODE_ANNOTATION,
+    ClaimsReading,
     VolumeObjects,
     claim_reference,
     names_claims,
@@ -65,7 +70,7 @@ from kai.api.volumes import (
 )
 from kai.engine.cycle import Binding
 from kai.engine.evictions.decisions import Eviction
-from kai.engine.model import Pod, PodGroup
+from kai.engine.model import Node, Pod, PodGroup
 from kai.engine.subgroups import holds
 from kai.kube.client import ApiError, Kube
 from kai.operator.backoff import BindBackoff
@@ -86,6 +91,8 @@ UNKNOWN_ANSWERS_LIMIT = 3
 """Unknown answers (timeouts, 5xx) after which a bind whose pod still reads unbound has failed."""
 _CONFLICT = 409
 _GONE = 404
+BOUND_BY_CONTROLLER_ANNOTATION = "pv.kubernetes.io/bound-by-controller"
+"""Set on a volume whose `claimRef` a controller wrote, as kube-scheduler's binder does."""
 
 Annotations = Callable[[str], Awaitable[Mapping[str, str] | None]]
 """Pod key -> the annotations its Binding carries, once it may be bound; None: not this cycle."""
@@ -103,6 +110,10 @@ class SentBind:
     annotations: Mapping[str, str]
     claims: tuple[str, ...] = ()
     """Claims to tell the node before the bind (`kai.api.volumes`: their volume is made there)."""
+    volumes: tuple[tuple[StaticClaim, FreeVolume], ...] = ()
+    """Claims given a volume made beforehand, whose `claimRef` is written before the bind."""
+    refusal: str = ""
+    """Why the bind is refused before anything is written (no volume for a claim)."""
     unknown_answers: int = 0
     """How many answers so far left it unknown whether it committed; 0: not sent yet."""
 
@@ -171,6 +182,9 @@ class Binder:
         self._backoff = backoff
         self._events = events
         self._slots = asyncio.Semaphore(concurrency)
+        self._given: dict[str, str] = {}
+        """Volume name -> its resourceVersion when a bind was given it: the cache may show
+        it free at that version until it shows the write of its `claimRef`."""
         self._is_leader = is_leader
 
     async def bind(
@@ -185,6 +199,7 @@ class Binder:
         after: asyncio.Event | None = None,
         answered: asyncio.Event | None = None,
         volumes: VolumeObjects | None = None,
+        nodes: Sequence[Node] = (),
     ) -> BindReport:
         """Bind every pod of `bindings` gang by gang, and settle earlier binds of unknown outcome.
 
@@ -196,9 +211,11 @@ class Binder:
         for binding in bindings:
             gangs[pods[binding.pod].group].append(binding)
         report = BindReport()
-        claims = {
-            binding.pod: _to_provision(manifests.get(binding.pod), volumes) for binding in bindings
+        readings = {
+            binding.pod: _reading(manifests.get(binding.pod), volumes) for binding in bindings
         }
+        claims = {key: reading.to_provision for key, reading in readings.items()}
+        given = self._given_volumes(bindings, readings, volumes, nodes)
 
         async def send(job: SentBind) -> None:
             try:
@@ -208,7 +225,9 @@ class Binder:
                     answered.set()
 
         work = [
-            self._gang(key, members, pods, groups.get(key), annotations, claims, send, report)
+            self._gang(
+                key, members, pods, groups.get(key), annotations, (claims, given), send, report
+            )
             for key, members in gangs.items()
         ]
         work += [send(job) for job in resends]
@@ -219,6 +238,43 @@ class Binder:
             answered.set()
         return report
 
+    def _given_volumes(
+        self,
+        bindings: Sequence[Binding],
+        readings: Mapping[str, ClaimsReading],
+        volumes: VolumeObjects | None,
+        nodes: Sequence[Node],
+    ) -> dict[str, _Given]:
+        """Pod key -> the free volumes its claims take on its node (`static_volumes.choose`):
+        a node's volumes go to the cycle's pods there in turn, each volume to one claim, and
+        none the cache still shows as it was when an earlier bind was given it."""
+        given: dict[str, _Given] = {binding.pod: ((), "") for binding in bindings}
+        asking = [binding for binding in bindings if readings[binding.pod].static]
+        if volumes is None or not asking:
+            return given
+        on_node = volumes.static.by_node(nodes)
+        free = {volume.name: volume for found in on_node.values() for volume in found}
+        self._given = {
+            name: version
+            for name, version in self._given.items()
+            if name in free and free[name].resource_version == version
+        }
+        taken = set(self._given)
+        # claim key -> (node, volume): two pods of the cycle may share a claim
+        placed: dict[str, tuple[str, FreeVolume]] = {}
+        for binding in asking:
+            claims = [c for c in readings[binding.pod].static if c.key not in placed]
+            chosen = choose(claims, on_node.get(binding.node, []), taken)
+            shared = [placed[c.key] for c in readings[binding.pod].static if c.key in placed]
+            if chosen is None or any(node != binding.node for node, _ in shared):
+                why = f"no free volume made beforehand on {binding.node} for every claim of the pod"
+                given[binding.pod] = ((), why)
+                continue
+            placed |= {key: (binding.node, volume) for key, volume in chosen.items()}
+            self._given |= {volume.name: volume.resource_version for volume in chosen.values()}
+            given[binding.pod] = (tuple((c, chosen[c.key]) for c in claims), "")
+        return given
+
     async def _gang(
         self,
         key: str,
@@ -226,25 +282,39 @@ class Binder:
         pods: Mapping[str, Pod],
         group: PodGroup | None,
         annotations: Annotations,
-        claims: Mapping[str, tuple[str, ...]],
+        volumes: tuple[Mapping[str, tuple[str, ...]], Mapping[str, _Given]],
         send: Callable[[SentBind], Awaitable[None]],
         report: BindReport,
     ) -> None:
         """Decide the gang's binds before sending any: all that are ready, or none."""
         carried = await asyncio.gather(*(_carried(annotations, b.pod) for b in members))
         queue = group.queue if group else ""
-        ready = [
-            SentBind(pods[b.pod], queue, b.node, b.gpus, b.gpu_groups, labels, claims[b.pod])
+        claims, given = volumes
+        jobs = [
+            SentBind(
+                pods[b.pod],
+                queue,
+                b.node,
+                b.gpus,
+                b.gpu_groups,
+                labels,
+                claims[b.pod],
+                *given[b.pod],
+            )
             for b, labels in zip(members, carried, strict=True)
             if labels is not None
         ]
+        for job in jobs:
+            if job.refusal:  # nothing written for it: backed off, no device to give back
+                self._backoff_failed(job, job.refusal, report)
+        ready = [job for job in jobs if not job.refusal]
         if len(ready) < len(members):
             on_nodes = [p for p in pods.values() if p.group == key and p.phase.occupies_node]
             if group is None or not holds(group, on_nodes + [job.pod for job in ready]):
                 report.held_back[key] = [b.pod for b in members]
                 log.info(
                     "gang not bound this cycle: the pods whose grouping was written "
-                    "would not make it whole",
+                    "and whose volumes were found would not make it whole",
                     group=key,
                     ready=len(ready),
                     placed=len(members),
@@ -300,8 +370,9 @@ class Binder:
                         return
                 elif job.unknown_answers > 0 and not await self._still_to_send(job, report):
                     return
-                if job.unknown_answers == 0 and job.claims:
+                if job.unknown_answers == 0 and (job.claims or job.volumes):
                     try:
+                        await self._take_volumes(job)
                         await self._select_node(job)
                     except ApiError as error:
                         await self._refused(job, f"{error.status} {error.reason}", report)
@@ -350,6 +421,24 @@ class Binder:
             await self._kube.merge_patch(
                 f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}",
                 {"metadata": {"annotations": {SELECTED_NODE_ANNOTATION: job.node}}},
+            )
+
+    async def _take_volumes(self, job: SentBind) -> None:
+        """Write each given volume's `claimRef`, as kube-scheduler's binder does before the
+        bind: the volume controller then binds the claim. The volume's resourceVersion is the
+        precondition, so a volume taken meanwhile is not taken twice (409)."""
+        for claim, volume in job.volumes:
+            namespace, name = claim_reference(claim.key)
+            reference = {"apiVersion": "v1", "kind": "PersistentVolumeClaim"}
+            reference |= {"namespace": namespace, "name": name}
+            if claim.uid:
+                reference["uid"] = claim.uid
+            metadata: dict[str, Any] = {"annotations": {BOUND_BY_CONTROLLER_ANNOTATION: "yes"}}
+            if volume.resource_version:
+                metadata["resourceVersion"] = volume.resource_version
+            await self._kube.merge_patch(
+                f"/api/v1/persistentvolumes/{volume.name}",
+                {"metadata": metadata, "spec": {"claimRef": reference}},
             )
 
     async def _still_to_send(self, job: SentBind, report: BindReport) -> bool:
@@ -438,6 +527,9 @@ class Binder:
     async def _refused(self, job: SentBind, error: str, report: BindReport) -> None:
         if job.gpu_groups:
             await self._sharing.undo(job.pod, job.gpu_groups)
+        self._backoff_failed(job, error, report)
+
+    def _backoff_failed(self, job: SentBind, error: str, report: BindReport) -> None:
         pod = job.pod
         self._backoff.failed(
             pod.key, pod.uid, pod.group, job.queue, job.node, error, time.monotonic()
@@ -530,13 +622,16 @@ async def _carried(annotations: Annotations, pod_key: str) -> Mapping[str, str] 
         return None
 
 
-def _to_provision(
-    manifest: Mapping[str, Any] | None, volumes: VolumeObjects | None
-) -> tuple[str, ...]:
-    """The pod's claims to tell its node on binding (`kai.api.volumes`)."""
+def _reading(manifest: Mapping[str, Any] | None, volumes: VolumeObjects | None) -> ClaimsReading:
+    """What the pod's claims say (`kai.api.volumes`): which to tell its node on binding,
+    and which take a volume made beforehand."""
     if manifest is None or volumes is None or not names_claims(manifest):
-        return ()
-    return pod_claims(manifest, volumes).to_provision
+        return ClaimsReading()
+    return pod_claims(manifest, volumes)
+
+
+_Given = tuple[tuple[tuple[StaticClaim, FreeVolume], ...], str]
+"""A pod's claims with the volumes made beforehand they are given, or why none is."""
 
 
 def _eviction_message(eviction: Eviction) -> str:

@@ -8,6 +8,7 @@ halfway through and the cycle reasons about one consistent cluster.
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -77,13 +78,15 @@ class ClusterView:
     config_maps: Objects = field(default_factory=lambda: MappingProxyType({}))
     namespaces: Objects = field(default_factory=lambda: MappingProxyType({}))
 
+    @functools.cached_property
     def volume_objects(self) -> VolumeObjects:
-        """The claims, volumes and StorageClasses, for the pods' claims."""
+        """The claims, volumes and StorageClasses, for the pods' claims: one object per
+        view, as the snapshot and the binder read what it works out (`static`)."""
         return VolumeObjects(self.claims, self.volumes, self.storage_classes)
 
     def dependencies(self) -> ClusterObjects:
         """What pods depend on besides themselves (`kai.api.dependencies`)."""
-        return ClusterObjects(self.volume_objects(), self.config_maps, self.namespaces)
+        return ClusterObjects(self.volume_objects, self.config_maps, self.namespaces)
 
 
 class ClusterCache(WatchCache):

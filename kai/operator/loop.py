@@ -603,7 +603,8 @@ class SchedulingLoop:
             list(resends.values()),
             after,
             answered,
-            view.volume_objects(),
+            view.volume_objects,
+            snapshot.nodes,
         )
         for uid in resends:  # settled, or held again in the report (or pruned meanwhile)
             self._assumed.pop(uid, None)

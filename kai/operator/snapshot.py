@@ -34,6 +34,7 @@ from kai.api.corev1 import PriorityClass
 from kai.api.dependencies import depends
 from kai.api.errors import ManifestError, object_ref, validated
 from kai.api.host_ports import ports_in_use
+from kai.api.node_offers import volume_offers
 from kai.api.parse import parse_node, parse_pod_group, parse_queue, validate_queue_tree
 from kai.api.pods import SiblingParser, annotated_pod_group_key, reparsed
 from kai.api.reservations import counted_reservations
@@ -43,8 +44,8 @@ from kai.engine.snapshot_changes import SnapshotChanges
 from kai.grouping import PodGroupPlan, grouped_manifest
 from kai.operator.cache import ClusterView
 from kai.operator.dependencies_memo import DependenciesMemo
+from kai.operator.offers_memo import NodeOffers
 from kai.operator.parse_memo import ParseMemo
-from kai.operator.port_offers import PortOffers
 from kai.operator.snapshot_lineage import Lineage
 
 log = structlog.get_logger(__name__)
@@ -84,7 +85,7 @@ class SnapshotBuilder:
         self._groups: ParseMemo[PodGroup] = ParseMemo()
         self._pods: ParseMemo[Pod] = ParseMemo()
         self._dependencies = DependenciesMemo()
-        self._ports = PortOffers()
+        self._offers = NodeOffers()
         self._siblings = SiblingParser()
         self._topologies: ParseMemo[Topology] = ParseMemo()
         self._classes: ParseMemo[int] = ParseMemo()
@@ -106,7 +107,8 @@ class SnapshotBuilder:
         queues, broken_queues = self._parse_queues(view)
         groups = self._parse_groups(view, overlay, priority_classes, broken_queues, set_aside)
         pods, pods_parsed, counted = self._parse_pods(view, overlay, groups, set_aside)
-        nodes, nodes_parsed = self._ports.offered(nodes, nodes_parsed, ports_in_use(pods))
+        volumes = volume_offers(pods, nodes, view.volume_objects)
+        nodes, nodes_parsed = self._offers.offered(nodes, nodes_parsed, ports_in_use(pods), volumes)
         # A group in bind backoff waits: its pending pods leave the snapshot, but the group
         # and its running pods stay, so they count toward its queue (limits, fair share,
         # status) and the validator sees them.
@@ -185,8 +187,8 @@ class SnapshotBuilder:
             ),
             nodes=self._node_lineage.changes(
                 snapshot.nodes,
-                None if self._ports.changed else nodes,  # every node offers other ports
-                (*self._nodes.handed, *self._nodes.gone),
+                nodes,
+                (*self._nodes.handed, *self._nodes.gone, *self._offers.reoffered),
             ),
         )
 

@@ -14,9 +14,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from kai.api.dependencies import depends, with_dependencies
+from kai.api.dependencies import ClusterObjects, depends, with_dependencies
 from kai.api.errors import ManifestError, ObjectRef, object_ref
-from kai.api.host_ports import offering, ports_in_use
+from kai.api.host_ports import ports_in_use
+from kai.api.node_offers import offering, volume_offers
 from kai.api.parse import (
     ParsedObjects,
     SourcedObject,
@@ -80,12 +81,15 @@ def load_scenario(
         for item in unsupported
     ]
     pods, groups = _group_pods(parsed, registry, problems, node_pool_label)
-    pods = _with_dependencies(pods, parsed, problems)
+    objects = cluster_objects(parsed)
+    pods = _with_dependencies(pods, parsed, objects, problems)
     if problems:
         raise InvalidScenarioError("\n".join(problems))
     ports = ports_in_use(pods)
+    volumes = volume_offers(pods, parsed.nodes, objects.volumes)
+    offered = (offering(n, ports, volumes.get(n.name, ())) for n in parsed.nodes)
     return Snapshot(
-        nodes=tuple(sorted((offering(n, ports) for n in parsed.nodes), key=lambda n: n.name)),
+        nodes=tuple(sorted(offered, key=lambda n: n.name)),
         pods=tuple(sorted(pods, key=lambda p: p.key)),
         pod_groups=tuple(sorted(groups.values(), key=lambda g: g.key)),
         queues=tuple(sorted(parsed.queues, key=lambda q: q.name)),
@@ -112,11 +116,12 @@ def _expand_workloads(
     return result
 
 
-def _with_dependencies(pods: list[Pod], parsed: ParsedObjects, problems: list[str]) -> list[Pod]:
+def _with_dependencies(
+    pods: list[Pod], parsed: ParsedObjects, given: ClusterObjects, problems: list[str]
+) -> list[Pod]:
     """The pods with what their volume claims and the ConfigMaps they require say
     (`kai.api.dependencies`)."""
     sources = {item.pod.key: (item.source, item.manifest) for item in parsed.pods}
-    given = cluster_objects(parsed)
     # What the ephemeral volume controller would make, unless the input has it already.
     made = {k: v for _, m in sources.values() for k, v in ephemeral_claims(m).items()}
     claims = {**made, **given.volumes.claims}

@@ -49,6 +49,7 @@ CONTROLLERS = (
     "statefulset-controller",
     "garbage-collector-controller",
     "namespace-controller",
+    "persistentvolume-binder-controller",
     "serviceaccount-token-controller",
     "serviceaccount-controller",
 )

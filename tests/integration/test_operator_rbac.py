@@ -4,7 +4,8 @@ The manifests are applied to the control plane (all but the Deployments, which
 need a container runtime, and the webhook's Service, budget and configurations,
 which would send every test's objects to a webhook that is not there), a token is
 issued for each ServiceAccount, and each program runs with it: the scheduler
-groups, binds whole and fractional pods (reservation pod, ConfigMaps), writes
+groups, binds whole and fractional pods (reservation pod, ConfigMaps) and pods with
+claims (a claim told its node, a local volume given its claim), writes
 status and events and holds its Lease; the webhook reads the queues it checks a
 new Queue against. The same identities are then refused what the roles do not grant.
 """
@@ -38,7 +39,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kai.api.volumes import SELECTED_NODE_ANNOTATION
 from kai.kube.client import ApiError, Kube
 from kai.testing.controlplane import ClusterAccess
-from kai.testing.fakes import GpuNode, NodeFactory
+from kai.testing.fakes import HOSTNAME_LABEL, GpuNode, NodeFactory
 from kai.testing.kubeconfig import service_account_kubeconfig
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
@@ -121,7 +122,32 @@ async def test_scheduler_runs_with_its_own_least_privilege_role(
             "volumeBindingMode": "WaitForFirstConsumer",
         },
     )
-    await gpu_nodes(GpuNode(name=unique("gpu"), gpus=4, gpu_memory_mib=40960))
+    node = unique("gpu")
+    await gpu_nodes(GpuNode(name=node, gpus=4, gpu_memory_mib=40960))
+    # A local volume made beforehand, for a claim of a class without a provisioner.
+    local_class, disk = unique("rbac-local"), unique("rbac-disk")
+    await kube.create(
+        "/apis/storage.k8s.io/v1/storageclasses",
+        {
+            "metadata": {"name": local_class},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        },
+    )
+    at_node = [{"matchExpressions": [{"key": HOSTNAME_LABEL, "operator": "In", "values": [node]}]}]
+    await kube.create(
+        "/api/v1/persistentvolumes",
+        {
+            "metadata": {"name": disk},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": local_class,
+                "local": {"path": "/mnt/disks/nvme0"},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": at_node}},
+            },
+        },
+    )
     try:
         scheduler_config = operator_config(kubeconfig, SCHEDULER_NAMESPACE)
         async with running_operator(scheduler_config) as (operator, _):
@@ -142,15 +168,30 @@ async def test_scheduler_runs_with_its_own_least_privilege_role(
                     },
                 },
             )
-            claimant = gpu_pod("claimant", queue)
-            source = client.V1PersistentVolumeClaimVolumeSource(claim_name="scratch")
-            claimant.spec.volumes = [client.V1Volume(name="d", persistent_volume_claim=source)]
-            await core.create_namespaced_pod(namespace, claimant)
+            # A claim of the local class: the scheduler gives it the disk (its claimRef).
+            await kube.create(
+                f"/api/v1/namespaces/{namespace}/persistentvolumeclaims",
+                {
+                    "metadata": {"name": "local"},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "1Gi"}},
+                        "storageClassName": local_class,
+                    },
+                },
+            )
+            for name, claim_name in (("claimant", "scratch"), ("local-user", "local")):
+                claimant = gpu_pod(name, queue)
+                source = client.V1PersistentVolumeClaimVolumeSource(claim_name=claim_name)
+                claimant.spec.volumes = [client.V1Volume(name="d", persistent_volume_claim=source)]
+                await core.create_namespaced_pod(namespace, claimant)
 
             async def all_bound() -> bool:
-                return len(await bound_pods(api, namespace)) == 3
+                return len(await bound_pods(api, namespace)) == 4
 
-            await wait_for("the three pods to be bound by the ServiceAccount", all_bound)
+            await wait_for("the four pods to be bound by the ServiceAccount", all_bound)
+            given = await kube.get(f"/api/v1/persistentvolumes/{disk}")
+            assert given["spec"]["claimRef"]["name"] == "local"
             claim = await kube.get(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/scratch")
             placed = (await bound_pods(api, namespace))["claimant"]
             assert claim["metadata"]["annotations"][SELECTED_NODE_ANNOTATION] == placed
@@ -186,8 +227,13 @@ async def test_scheduler_runs_with_its_own_least_privilege_role(
             assert nodes.value.status == 403
     finally:
         await delete_queue(api, queue)
-        with contextlib.suppress(ApiError):
-            await kube.delete(f"/apis/storage.k8s.io/v1/storageclasses/{storage_class}")
+        for path in (
+            f"/apis/storage.k8s.io/v1/storageclasses/{storage_class}",
+            f"/apis/storage.k8s.io/v1/storageclasses/{local_class}",
+            f"/api/v1/persistentvolumes/{disk}",
+        ):
+            with contextlib.suppress(ApiError):
+                await kube.delete(path)
 
 
 def _leading(operator: Any) -> Any:

@@ -7,8 +7,12 @@ bin-packing would put every later pod there. Then:
   goes there, and its claim is told the node before the pod is bound (what makes the
   provisioner create the volume);
 - a pod whose claim binds at once and is not bound yet waits, told why; once the test
-  binds the claim to a volume of the zone-a node, as the volume controller would (the
-  control plane here runs none), the pod is bound there.
+  binds the claim to a volume of the zone-a node (as a user pre-binding it would), the
+  pod is bound there.
+A second test gives claims of a class without a provisioner the local volumes made
+beforehand: kai writes the chosen volume's `claimRef`, and the control plane's volume
+controller (kube-controller-manager's `persistentvolume-binder-controller`) binds the
+claim to it, as it does for kube-scheduler.
 
 Cluster-wide objects (volumes, classes) carry the test's unique names and are deleted.
 """
@@ -31,12 +35,13 @@ from kai_operator_support import (
 )
 from kubernetes_asyncio import client
 
-from kai.api.volumes import BIND_COMPLETED_ANNOTATION, SELECTED_NODE_ANNOTATION
+from kai.api.volumes import BIND_COMPLETED_ANNOTATION, NO_PROVISIONER, SELECTED_NODE_ANNOTATION
 from kai.kube.client import ApiError, Kube
 from kai.testing.controlplane import ClusterAccess
 from kai.testing.fakes import GpuNode, NodeFactory
 
 ZONE = "topology.kubernetes.io/zone"
+HOSTNAME = "kubernetes.io/hostname"
 VOLUMES = "/api/v1/persistentvolumes"
 CLASSES = "/apis/storage.k8s.io/v1/storageclasses"
 
@@ -187,3 +192,105 @@ async def test_claims_decide_the_node_are_told_it_and_hold_the_pod_until_bound(
             return (await bound_pods(api, namespace)).get("waiter") == node_a
 
         await wait_for("the waiter bound where its claim's volume is", waiter_bound)
+
+
+def _local_volume(name: str, node: str, storage_class: str, size: str) -> dict[str, Any]:
+    at_host = [{"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [node]}]}]
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": size},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": storage_class,
+            "local": {"path": "/mnt/disks/nvme0"},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": at_host}},
+        },
+    }
+
+
+async def test_claims_take_local_volumes_made_beforehand_and_the_controller_binds_them(
+    api: client.ApiClient,
+    namespace: str,
+    gpu_nodes: NodeFactory,
+    control_plane: ClusterAccess,
+) -> None:
+    """node-a has a 10Gi disk, node-b a 100Gi one. A pod whose claim asks 50Gi goes to
+    node-b, the disk's claimRef names the claim and the volume controller binds them; a
+    second such pod waits, told no node has a volume left for it, until a 60Gi disk is
+    made on node-a, and goes there (not to node-a's 10Gi disk)."""
+    core = client.CoreV1Api(api)
+    kube = Kube(api)
+    pool = {"kai-test/volumes": unique("pool")}
+    node_a, node_b = unique("gpu"), unique("gpu")
+    await gpu_nodes(GpuNode(name=node_a, gpus=4, gpu_memory_mib=40960, topology=pool))
+    await gpu_nodes(GpuNode(name=node_b, gpus=4, gpu_memory_mib=40960, topology=pool))
+    local = unique("local")
+    disk_a, disk_b, disk_later = unique("disk"), unique("disk"), unique("disk")
+    claims = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims"
+    config = operator_config(control_plane.kubeconfig, namespace)
+    async with (
+        a_queue(api, "static") as queue,
+        _cluster_wide(kube) as created,
+        running_operator(config),
+    ):
+        made_beforehand: dict[str, Any] = {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": local},
+            "provisioner": NO_PROVISIONER,
+            "volumeBindingMode": "WaitForFirstConsumer",
+        }
+        for path, manifest in (
+            (CLASSES, made_beforehand),
+            (VOLUMES, _local_volume(disk_a, node_a, local, "10Gi")),
+            (VOLUMES, _local_volume(disk_b, node_b, local, "100Gi")),
+        ):
+            await kube.create(path, manifest)
+            created.append(f"{path}/{manifest['metadata']['name']}")
+        for name in ("first", "second"):
+            request = {**_claim(name, local)}
+            request["spec"]["resources"] = {"requests": {"storage": "50Gi"}}
+            await kube.create(claims, request)
+        await core.create_namespaced_pod(namespace, _pod("first", queue, pool, "first"))
+
+        async def first_bound_with_its_disk() -> bool:
+            if (await bound_pods(api, namespace)).get("first") != node_b:
+                return False
+            claim = await kube.get(f"{claims}/first")
+            bound = (claim.get("status") or {}).get("phase") == "Bound"
+            return bound and bool(claim["spec"].get("volumeName") == disk_b)
+
+        await wait_for(
+            "first on node-b, its claim bound to node-b's disk", first_bound_with_its_disk
+        )
+        volume = await kube.get(f"{VOLUMES}/{disk_b}")
+        assert volume["spec"]["claimRef"]["name"] == "first"
+        assert (await kube.get(f"{VOLUMES}/{disk_a}"))["spec"].get("claimRef") is None
+
+        await core.create_namespaced_pod(namespace, _pod("second", queue, pool, "second"))
+
+        async def second_told_why() -> bool:
+            # Once the cache shows node-b's disk taken, its size leaves the pool; until then
+            # first holds it on node-b.
+            if "second" in await bound_pods(api, namespace):
+                return False
+            taken = f"insufficient volume/{local}/Filesystem/100Gi+"
+            gone = f"asks for 50Gi of StorageClass {local} (Filesystem), and no free volume"
+            return await told_unschedulable(
+                api, namespace, "second", taken
+            ) or await told_unschedulable(api, namespace, "second", gone, "the largest is 10Gi")
+
+        await wait_for("second waiting for a volume", second_told_why)
+        later = _local_volume(disk_later, node_a, local, "60Gi")
+        await kube.create(VOLUMES, later)
+        created.append(f"{VOLUMES}/{disk_later}")
+
+        async def second_bound_with_the_new_disk() -> bool:
+            if (await bound_pods(api, namespace)).get("second") != node_a:
+                return False
+            claim = await kube.get(f"{claims}/second")
+            return bool(claim["spec"].get("volumeName") == disk_later)
+
+        await wait_for("second on node-a with the new disk", second_bound_with_the_new_disk)

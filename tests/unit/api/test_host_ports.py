@@ -1,5 +1,5 @@
 """Host ports as scalar resources (`kai.api.host_ports`): what a pod asks, what nodes offer,
-the builder's memo of nodes offering them (`kai.operator.port_offers`), and the pods one
+the builder's memo of nodes offering them (`kai.operator.offers_memo`), and the pods one
 node takes when they bind a port to host addresses, as kube-scheduler's NodePorts filter
 decides it."""
 
@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 
-from kai.api.host_ports import offering, ports_in_use
+from kai.api.host_ports import ports_in_use
+from kai.api.node_offers import offering
 from kai.api.pods import parse_pod
 from kai.engine.cycle import run_cycle
 from kai.engine.model import EngineConfig
 from kai.engine.scalars import MILLI
-from kai.operator.port_offers import PortOffers
+from kai.operator.offers_memo import NodeOffers
 from tests.unit.engine.builders import group, node, queue, snapshot
 
 
@@ -86,23 +87,29 @@ def test_every_node_offers_one_of_each_port_in_use_and_keeps_its_own_resources()
     assert dict(offering(offered, frozenset()).scalars) == {"rdma/hca": 2 * MILLI}
 
 
-def test_the_memo_keeps_each_node_offering_until_the_ports_change() -> None:
-    offers = PortOffers()
+def test_the_memo_keeps_each_node_offering_until_its_offer_changes() -> None:
+    offers = NodeOffers()
     first, second = node("n0"), node("n1")
     ports = frozenset({"host-port/TCP/8080"})
-    nodes, parsed = offers.offered([first, second], {"n1": second}, ports)
-    assert offers.changed
+    nodes, parsed = offers.offered([first, second], {"n1": second}, ports, {})
+    assert offers.reoffered == ["n0", "n1"]
     assert [dict(n.scalars) for n in nodes] == [{"host-port/TCP/8080": MILLI}] * 2
-    assert parsed == {"n1": nodes[1]}
-    again, parsed = offers.offered([first, second], {}, ports)
-    assert not offers.changed
+    assert parsed == {"n0": nodes[0], "n1": nodes[1]}
+    again, parsed = offers.offered([first, second], {}, ports, {})
+    assert offers.reoffered == []
     assert again[0] is nodes[0] and again[1] is nodes[1] and parsed == {}
     replaced = node("n1", labels={"new": "label"})
-    later, parsed = offers.offered([first, replaced], {"n1": replaced}, ports)
-    assert later[0] is nodes[0] and later[1] is not nodes[1]
+    later, parsed = offers.offered([first, replaced], {"n1": replaced}, ports, {})
+    assert later[0] is nodes[0] and later[1] is not nodes[1] and offers.reoffered == []
     assert parsed == {"n1": later[1]} and dict(later[1].scalars) == {"host-port/TCP/8080": MILLI}
-    fewer, _ = offers.offered([first, replaced], {}, frozenset())
-    assert offers.changed and fewer == [first, replaced]
+    volume = (("volume/local/Filesystem/100Gi+", MILLI),)
+    one, parsed = offers.offered([first, replaced], {}, ports, {"n1": volume})
+    assert one[0] is nodes[0] and offers.reoffered == ["n1"] and parsed == {"n1": one[1]}
+    assert dict(one[1].scalars) == {"host-port/TCP/8080": MILLI, volume[0][0]: MILLI}
+    fewer, parsed = offers.offered([first, replaced], {}, frozenset(), {})
+    assert fewer == [first, replaced] and offers.reoffered == ["n0", "n1"]
+    none, parsed = offers.offered([first, replaced], {}, frozenset(), {})
+    assert none == [first, replaced] and offers.reoffered == [] and parsed == {}
 
 
 def test_a_port_bound_on_one_address_asks_a_thousandth_of_the_port_and_that_address() -> None:

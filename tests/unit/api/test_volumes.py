@@ -104,7 +104,7 @@ def test_a_claim_told_a_node_already_holds_the_pod_there_and_is_not_told_again()
                 claim("data", storageClassName="local"),
                 storage_class("local", "WaitForFirstConsumer", "kubernetes.io/no-provisioner"),
             ),
-            "has no provisioner",
+            "no volume of StorageClass local (Filesystem) made beforehand is free",
         ),
         ((claim("data", volumeName="disk-1"),), "waits for the volume controller"),
         (

@@ -16,6 +16,7 @@ from tests.unit.api.volume_manifests import (
     claim,
     claim_volume,
     claimant,
+    local_disk,
     storage_class,
     volume_objects,
 )
@@ -47,6 +48,36 @@ def test_the_memo_gives_back_the_same_pod_until_a_claim_changes() -> None:
     memo.end_cycle()
     missing = memo.applied("ml/p", pod, manifest, _cluster(volume_objects(zonal)))
     assert missing.waits_for == Prerequisite(VOLUME_CLAIM_NOT_READY, "claim ml/out does not exist")
+
+
+def test_a_claim_taking_a_volume_made_beforehand_is_read_again_when_its_pool_changes() -> None:
+    manifest = claimant(claim_volume("data"))
+    pod = parse_pod(manifest, "ml/g")
+    local = storage_class("local", "WaitForFirstConsumer", "kubernetes.io/no-provisioner")
+    data = claim("data", storageClassName="local", resources={"requests": {"storage": "50Gi"}})
+    small, large = local_disk("a1", "node-a", "10Gi"), local_disk("b1", "node-b", "100Gi")
+    memo = DependenciesMemo()
+    first = memo.applied("ml/p", pod, manifest, _cluster(volume_objects(data, local, small, large)))
+    assert dict(first.scalars) == {
+        "volume/local/Filesystem/10Gi+": 1000,
+        "volume/local/Filesystem/100Gi+": 1000,
+    }
+    memo.end_cycle()
+    again = memo.applied("ml/p", pod, manifest, _cluster(volume_objects(data, local, small, large)))
+    assert again is first
+    memo.end_cycle()
+    larger = local_disk("b1", "node-b", "200Gi")
+    grown = memo.applied(
+        "ml/p", pod, manifest, _cluster(volume_objects(data, local, small, larger))
+    )
+    assert dict(grown.scalars) == {
+        "volume/local/Filesystem/10Gi+": 1000,
+        "volume/local/Filesystem/200Gi+": 1000,
+    }
+    memo.end_cycle()
+    taken = local_disk("b1", "node-b", "200Gi", claimRef={"namespace": "ml", "name": "other"})
+    left = memo.applied("ml/p", pod, manifest, _cluster(volume_objects(data, local, small, taken)))
+    assert left.waits_for is not None and "the largest is 10Gi" in left.waits_for.message
 
 
 def _reading(config_map: str, node: str | None = None) -> dict[str, Any]:
