@@ -63,25 +63,15 @@ def local_volume(name: str, node_name: str) -> dict[str, Any]:
 
 def local_disk(name: str, host: str, size: str, **spec: Any) -> dict[str, Any]:
     """A free local volume of class `local`, of `size`, on host `host`."""
-    at_host = [
-        {
-            "matchExpressions": [
-                {"key": "kubernetes.io/hostname", "operator": "In", "values": [host]}
-            ]
-        }
-    ]
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": name, "resourceVersion": "7"},
-        "spec": {
-            "storageClassName": "local",
-            "capacity": {"storage": size},
-            "accessModes": ["ReadWriteOnce"],
-            "nodeAffinity": {"required": {"nodeSelectorTerms": at_host}},
-            **spec,
-        },
+    manifest = local_volume(name, host)
+    manifest["metadata"]["resourceVersion"] = "7"
+    manifest["spec"] |= {
+        "storageClassName": "local",
+        "capacity": {"storage": size},
+        "accessModes": ["ReadWriteOnce"],
+        **spec,
     }
+    return manifest
 
 
 def volume_objects(*manifests: dict[str, Any]) -> VolumeObjects:

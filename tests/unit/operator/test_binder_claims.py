@@ -42,19 +42,20 @@ class _Server:
         self.writes: list[tuple[str, Any]] = []
 
     async def patch_claim(self, request: web.Request) -> web.StreamResponse:
-        name = request.match_info["name"]
-        if name == "gone":
-            status = {"kind": "Status", "reason": "NotFound", "message": "not found"}
-            return web.json_response(status, status=404)
-        self.writes.append((f"claim {name}", json.loads(await request.read())))
-        return web.json_response({})
+        return await self._patch(request, "claim", "gone", 404, "NotFound")
 
     async def patch_volume(self, request: web.Request) -> web.StreamResponse:
+        return await self._patch(request, "volume", "stale", 409, "Conflict")
+
+    async def _patch(
+        self, request: web.Request, kind: str, refused: str, code: int, reason: str
+    ) -> web.StreamResponse:
+        """Record the patch, or answer `code` for the object named `refused`."""
         name = request.match_info["name"]
-        if name == "stale":
-            status = {"kind": "Status", "reason": "Conflict", "message": "changed"}
-            return web.json_response(status, status=409)
-        self.writes.append((f"volume {name}", json.loads(await request.read())))
+        if name == refused:
+            status = {"kind": "Status", "reason": reason, "message": reason}
+            return web.json_response(status, status=code)
+        self.writes.append((f"{kind} {name}", json.loads(await request.read())))
         return web.json_response({})
 
     async def binding(self, request: web.Request) -> web.StreamResponse:
