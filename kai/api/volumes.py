@@ -77,6 +77,11 @@ class VolumeObjects:
         }
         return StaticVolumes(self.volumes, waiting, claimed)
 
+    def static_problems(self) -> list[ManifestError]:
+        """The volumes made beforehand left out as unreadable, if `static` was read."""
+        static = self.__dict__.get("static")  # where cached_property keeps it
+        return static.problems if isinstance(static, StaticVolumes) else []
+
 
 @dataclass(frozen=True)
 class ClaimsReading:

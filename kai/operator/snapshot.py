@@ -108,6 +108,8 @@ class SnapshotBuilder:
         groups = self._parse_groups(view, overlay, priority_classes, broken_queues, set_aside)
         pods, pods_parsed, counted = self._parse_pods(view, overlay, groups, set_aside)
         volumes = volume_offers(pods, nodes, view.volume_objects)
+        for problem in view.volume_objects.static_problems():
+            self._report(f"PersistentVolume/{problem.ref.name}", problem)
         nodes, nodes_parsed = self._offers.offered(nodes, nodes_parsed, ports_in_use(pods), volumes)
         # A group in bind backoff waits: its pending pods leave the snapshot, but the group
         # and its running pods stay, so they count toward its queue (limits, fair share,

@@ -7,6 +7,7 @@ update keeps what KAI's grouper keeps.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
@@ -18,6 +19,7 @@ from kai.kube.informer import Store
 from kai.operator.cache import ClusterView
 from kai.operator.group_writes import update_patch
 from kai.operator.snapshot import INVALID_POD_GROUP, Assumed, Overlay, SnapshotBuilder
+from tests.unit.api.volume_manifests import local_disk
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -303,3 +305,53 @@ def test_priority_classes_are_parsed_once_per_version_and_a_bad_one_stays_report
     assert builder.priority_classes(view)["train"] == 90  # a new version is read again
     builder.build(view, Overlay(), NOW)
     assert builder.problems_remembered == 0
+
+
+def test_a_claim_takes_a_local_volume_and_a_broken_volume_is_reported() -> None:
+    """The live builder lays each node's free volumes made beforehand on it, the claim's
+    pod asks for one and is bound there; a volume it cannot read is left out and reported
+    once. Once the volume names another claim, the node offers none and the pod waits."""
+    node = _node("n1", 2)
+    node["metadata"]["labels"]["kubernetes.io/hostname"] = "n1"
+    pod = _pod("a", "good")
+    pod["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]
+    local = {
+        "metadata": {"name": "local"},
+        "provisioner": "kubernetes.io/no-provisioner",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }
+    claim = {
+        "metadata": {"name": "data", "namespace": "team"},
+        "spec": {"storageClassName": "local", "resources": {"requests": {"storage": "5Gi"}}},
+    }
+    disk = local_disk("disk", "n1", "10Gi")
+    broken = local_disk("broken", "n1", "lots")
+    objects = {
+        "nodes": {"n1": node},
+        "queues": {"q": _queue("q")},
+        "pod_groups": {"team/good": _group("good", 1)},
+        "pods": {"team/a": pod},
+    }
+    builder = SnapshotBuilder("kai-resource-reservation")
+
+    def view(*volumes: dict[str, Any]) -> ClusterView:
+        return dataclasses.replace(
+            _view(**objects),
+            claims=MappingProxyType({"team/data": claim}),
+            volumes=MappingProxyType({v["metadata"]["name"]: v for v in volumes}),
+            storage_classes=MappingProxyType({"local": local}),
+        )
+
+    snapshot = builder.build(view(disk, broken), Overlay(), NOW)
+    assert dict(snapshot.nodes[0].scalars)["volume/local/Filesystem/10Gi+"] == 1000
+    assert builder.problems_remembered == 1
+    result = run_cycle(snapshot, EngineConfig())
+    assert [(b.pod, b.node) for b in result.bindings] == [("team/a", "n1")]
+    taken = local_disk("disk", "n1", "10Gi", claimRef={"namespace": "team", "name": "other"})
+    later = builder.build(view(taken), Overlay(), NOW)
+    assert later.nodes[0].scalars == ()
+    told = later.changes.nodes if later.changes is not None else None
+    assert told is not None and "n1" in told.changed  # the node offers another
+    waiting = run_cycle(later, EngineConfig())
+    assert waiting.bindings == ()
+    assert "no volume of StorageClass local (Filesystem)" in waiting.groups["team/good"].message
