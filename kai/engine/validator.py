@@ -511,7 +511,7 @@ class EvictionAudit:
                 self._count(pod.group, self._amount(pod, self._node_of(pod)), -1)
         for record in decision.pipelined:
             pod = self._pods[record.pod]
-            if pod.key in moved and pod.key in self._gone and decision.action is Action.CONSOLIDATE:
+            if pod.key in self._gone and decision.action is Action.CONSOLIDATE:  # moved
                 self._moved[pod.key] = record.node
             if pod.key not in self._gone:
                 self._waiting[pod.key] = record.node

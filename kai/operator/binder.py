@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 import structlog
 
@@ -214,8 +214,7 @@ class Binder:
         readings = {
             binding.pod: _reading(manifests.get(binding.pod), volumes) for binding in bindings
         }
-        claims = {key: reading.to_provision for key, reading in readings.items()}
-        given = self._given_volumes(bindings, readings, volumes, nodes)
+        volume_work = self._volume_work(bindings, readings, volumes, nodes)
 
         async def send(job: SentBind) -> None:
             try:
@@ -225,9 +224,7 @@ class Binder:
                     answered.set()
 
         work = [
-            self._gang(
-                key, members, pods, groups.get(key), annotations, (claims, given), send, report
-            )
+            self._gang(key, members, pods, groups.get(key), annotations, volume_work, send, report)
             for key, members in gangs.items()
         ]
         work += [send(job) for job in resends]
@@ -238,20 +235,21 @@ class Binder:
             answered.set()
         return report
 
-    def _given_volumes(
+    def _volume_work(
         self,
         bindings: Sequence[Binding],
         readings: Mapping[str, ClaimsReading],
         volumes: VolumeObjects | None,
         nodes: Sequence[Node],
-    ) -> dict[str, _Given]:
-        """Pod key -> the free volumes its claims take on its node (`static_volumes.choose`):
-        a node's volumes go to the cycle's pods there in turn, each volume to one claim, and
-        none the cache still shows as it was when an earlier bind was given it."""
-        given: dict[str, _Given] = {binding.pod: ((), "") for binding in bindings}
+    ) -> dict[str, _VolumeWork]:
+        """Pod key -> its claims to tell the node, and the free volumes its claims take on
+        its node (`static_volumes.choose`): a node's volumes go to the cycle's pods there in
+        turn, each volume to one claim, and none the cache still shows as it was when an
+        earlier bind was given it."""
+        work = {key: _VolumeWork(reading.to_provision) for key, reading in readings.items()}
         asking = [binding for binding in bindings if readings[binding.pod].static]
         if volumes is None or not asking:
-            return given
+            return work
         on_node = volumes.static.by_node(nodes)
         free = {volume.name: volume for found in on_node.values() for volume in found}
         self._given = {
@@ -266,14 +264,15 @@ class Binder:
             claims = [c for c in readings[binding.pod].static if c.key not in placed]
             chosen = choose(claims, on_node.get(binding.node, []), taken)
             shared = [placed[c.key] for c in readings[binding.pod].static if c.key in placed]
+            told = work[binding.pod].claims
             if chosen is None or any(node != binding.node for node, _ in shared):
                 why = f"no free volume made beforehand on {binding.node} for every claim of the pod"
-                given[binding.pod] = ((), why)
+                work[binding.pod] = _VolumeWork(told, refusal=why)
                 continue
             placed |= {key: (binding.node, volume) for key, volume in chosen.items()}
             self._given |= {volume.name: volume.resource_version for volume in chosen.values()}
-            given[binding.pod] = (tuple((c, chosen[c.key]) for c in claims), "")
-        return given
+            work[binding.pod] = _VolumeWork(told, tuple((c, chosen[c.key]) for c in claims))
+        return work
 
     async def _gang(
         self,
@@ -282,14 +281,13 @@ class Binder:
         pods: Mapping[str, Pod],
         group: PodGroup | None,
         annotations: Annotations,
-        volumes: tuple[Mapping[str, tuple[str, ...]], Mapping[str, _Given]],
+        volumes: Mapping[str, _VolumeWork],
         send: Callable[[SentBind], Awaitable[None]],
         report: BindReport,
     ) -> None:
         """Decide the gang's binds before sending any: all that are ready, or none."""
         carried = await asyncio.gather(*(_carried(annotations, b.pod) for b in members))
         queue = group.queue if group else ""
-        claims, given = volumes
         jobs = [
             SentBind(
                 pods[b.pod],
@@ -298,8 +296,7 @@ class Binder:
                 b.gpus,
                 b.gpu_groups,
                 labels,
-                claims[b.pod],
-                *given[b.pod],
+                *volumes[b.pod],
             )
             for b, labels in zip(members, carried, strict=True)
             if labels is not None
@@ -630,8 +627,15 @@ def _reading(manifest: Mapping[str, Any] | None, volumes: VolumeObjects | None) 
     return pod_claims(manifest, volumes)
 
 
-_Given = tuple[tuple[tuple[StaticClaim, FreeVolume], ...], str]
-"""A pod's claims with the volumes made beforehand they are given, or why none is."""
+class _VolumeWork(NamedTuple):
+    """What a pod's bind writes for its claims first, in `SentBind`'s order."""
+
+    claims: tuple[str, ...] = ()
+    """To tell the node (`kai.api.volumes`: their volume is made there)."""
+    volumes: tuple[tuple[StaticClaim, FreeVolume], ...] = ()
+    """Given a volume made beforehand, whose `claimRef` is written."""
+    refusal: str = ""
+    """Why the bind is refused before anything is written."""
 
 
 def _eviction_message(eviction: Eviction) -> str:
