@@ -28,7 +28,11 @@ from kai.engine.evictions.decisions import (
     GroupStamps,
     PipelinedPod,
 )
-from kai.engine.evictions.greedy_search import greedy_search, preemptor_nodes
+from kai.engine.evictions.greedy_search import (
+    greedy_search,
+    preemptor_nodes,
+    without_idle_victims,
+)
 from kai.engine.evictions.idle_first import idle_first
 from kai.engine.evictions.minruntime import preemption_delay_end, preemption_delayed
 from kai.engine.evictions.next_cycle import Look, NextCycle, next_cycle
@@ -380,7 +384,10 @@ def _run_action(
         for found in chosen:
             if looks is not None and looks.refuses(found):
                 continue  # the next cycle would not place the preemptor
-            scenario = idle_first(state, action, preemptor, found)
+            leaner = without_idle_victims(state, action, preemptor, options, found, budget)
+            if leaner is not None and looks is not None and looks.refuses(leaner):
+                leaner = None  # the room they left kept a gang ahead off the preemptor's
+            scenario = idle_first(state, action, preemptor, leaner or found)
             decision = _decision(state, action, preemptor, scenario)
             if _commit(state, audit, decision, [*scenario.seats, *scenario.moves], tally):
                 if scenario.answer == "cp-sat":

@@ -9,7 +9,7 @@ import pytest
 from kai.engine.cycle import run_cycle
 from kai.engine.evictions.budget import SearchBudget
 from kai.engine.evictions.decisions import Action
-from kai.engine.evictions.greedy_search import greedy_search
+from kai.engine.evictions.greedy_search import greedy_search, without_idle_victims
 from kai.engine.evictions.room import Overlay, release
 from kai.engine.evictions.rules import victim_options
 from kai.engine.evictions.scenario import Scenario
@@ -160,3 +160,28 @@ def test_room_freed_earlier_in_the_cycle_takes_the_next_gang_without_victims(
     report = result.eviction_report
     assert report is not None  # the second decision is the greedy search's: nothing to model
     assert report.cp_sat_answers + report.greedy_answers == 2 and report.greedy_answers >= 1
+
+
+def test_no_victim_is_evicted_where_the_preemptor_is_not_seated() -> None:
+    """`urgent` needs all of n0's 8 GPUs. First in victim order is a half-GPU pod above
+    its elastic gang's minimum, on n1: it frees nothing `urgent` can use, but the greedy
+    search's set takes it (trimming tries the eight largest units), and it was evicted
+    for nothing. The answer committed leaves it out."""
+    pods = [pod(f"low{i}-0", f"low{i}", 1, node_name="n0") for i in range(8)]
+    pods += [pod("big-0", "big", 7, node_name="n1")]
+    pods += [pod(f"frac-{i}", "frac", portion=Fraction(1, 2), node_name="n1") for i in range(2)]
+    pods.append(pod("urgent-0", "urgent", 8))
+    groups = [group(f"low{i}", "q", priority=10) for i in range(8)]
+    groups += [group("big", "q", priority=100), group("frac", "q", priority=5)]
+    groups.append(group("urgent", "q", priority=50))
+    snap = snapshot([node("n0", 8), node("n1", 8)], pods, groups, [queue("q")])
+    state = eviction_state(snap)
+    who = preemptor(state, "ns/urgent")
+    options = victim_options(state, Action.PREEMPT, who)
+    found = greedy_search(state, Action.PREEMPT, who, options, SearchBudget(1.0))
+    assert found is not None and "ns/frac" in found.evicted
+    leaner = without_idle_victims(state, Action.PREEMPT, who, options, found, SearchBudget(1.0))
+    assert evicted(leaner) == [f"ns/low{i}-0" for i in range(8)]
+    for config in (EngineConfig(time_limit_seconds=0), EngineConfig(time_limit_seconds=1.0)):
+        result = run_cycle(snap, config)
+        assert sorted(e.pod for e in result.evictions) == [f"ns/low{i}-0" for i in range(8)]
