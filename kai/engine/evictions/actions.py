@@ -386,7 +386,7 @@ def _run_action(
                 continue  # the next cycle would not place the preemptor
             leaner = without_idle_victims(state, action, preemptor, options, found, budget)
             if leaner is not None and looks is not None and looks.refuses(leaner):
-                leaner = None  # the room they left kept a gang ahead off the preemptor's
+                leaner = None  # without them a gang ahead of the preemptor takes its room
             scenario = idle_first(state, action, preemptor, leaner or found)
             decision = _decision(state, action, preemptor, scenario)
             if _commit(state, audit, decision, [*scenario.seats, *scenario.moves], tally):
