@@ -14,6 +14,7 @@ the model's warm start, its fallback, and the benchmark's baseline.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from fractions import Fraction
 
@@ -371,7 +372,7 @@ def without_idle_victims(
     leaner = _try(state, action, preemptor, by_key, kept, room, seated, meter)
     if not isinstance(leaner, Scenario):
         return None
-    return Scenario(leaner.evicted, leaner.seats, leaner.moves, leaner.verdict, found.answer)
+    return dataclasses.replace(leaner, answer=found.answer)
 
 
 def move_victims(
