@@ -128,6 +128,7 @@ PodPhaseName = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
 
 class PodStatus(WireModel):
     phase: PodPhaseName = "Pending"
+    nominated_node_name: str = ""
 
 
 class Pod(WireModel):

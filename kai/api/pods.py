@@ -83,6 +83,8 @@ def parse_pod(manifest: Mapping[str, Any], pod_group_key: str) -> Pod:
         pod_terms=pod_terms(spec.affinity, ref.namespace or "default", metadata.labels),
         preferred_terms=preferred_terms(spec.affinity, ref.namespace or "default", metadata.labels),
         scalars=tuple(sorted((*asked_scalars(requests), *asked_ports(spec)))),
+        # A bound pod keeps the field, but only a pod still to be placed is nominated.
+        nominated_node=(wire.status.nominated_node_name or None) if not spec.node_name else None,
     )
 
 
@@ -90,7 +92,12 @@ _READ_METADATA = tuple(
     key for name in ObjectMeta.model_fields for key in field_keys(ObjectMeta, name)
 )
 """The metadata keys `parse_pod` reads (`ObjectMeta`'s fields, by wire and Python name); with
-the spec and the status's phase, all of the pod it reads (`corev1.Pod`)."""
+the spec and `_READ_STATUS`, all of the pod it reads (`corev1.Pod`)."""
+
+_READ_STATUS = tuple(
+    key for name in corev1.PodStatus.model_fields for key in field_keys(corev1.PodStatus, name)
+)
+"""The status keys `parse_pod` reads: the phase, and the node a pod is nominated to."""
 
 
 def reparsed(before: Mapping[str, Any], after: Mapping[str, Any], parsed: Pod) -> Pod | None:
@@ -113,7 +120,7 @@ def reparsed(before: Mapping[str, Any], after: Mapping[str, Any], parsed: Pod) -
         or not isinstance(old_status, Mapping)
         or not isinstance(meta, Mapping)
         or not isinstance(old_meta, Mapping)
-        or status.get("phase") != old_status.get("phase")
+        or any(status.get(name) != old_status.get(name) for name in _READ_STATUS)
         or any(meta.get(name) != old_meta.get(name) for name in _READ_METADATA)
         or any(spec.get(name) != was.get(name) for name in (set(spec) | set(was)) - {"nodeName"})
     ):
@@ -125,7 +132,7 @@ def reparsed(before: Mapping[str, Any], after: Mapping[str, Any], parsed: Pod) -
         return None  # moved or unbound: never by a bind
     if parsed.phase not in (PodPhase.PENDING, PodPhase.GATED):
         return None
-    return dataclasses.replace(parsed, node=node, phase=PodPhase.BOUND)
+    return dataclasses.replace(parsed, node=node, phase=PodPhase.BOUND, nominated_node=None)
 
 
 class SiblingParser:

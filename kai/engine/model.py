@@ -191,6 +191,7 @@ class Pod:
     preferred_terms: tuple[PodAffinityTerm, ...] = ()  # its preferred ones, each with a weight
     scalars: Scalars = ()  # extended resources, hugepages, ephemeral storage it asks of a node
     waits_for: Prerequisite | None = None  # what it needs from the cluster before it may run
+    nominated_node: str | None = None  # an unbound pod's status.nominatedNodeName: tried first
     # Derived once: placement loops compare these millions of times, and exact
     # Fractions (or an f-string per access) would dominate the cycle.
     key: str = field(init=False, repr=False, compare=False)

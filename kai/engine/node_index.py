@@ -90,6 +90,9 @@ class NodeIndex:
         gpusharingorder); spreading ranks nodes by free GPUs first, as KAI's spread score
         outweighs the sharing one, and a node with room on a shared device counts.
         """
+        nominated = self.nominated(pod, eligible)
+        if nominated is not None:
+            return nominated
         if alone and self._fragmentation is not None and not pod.scalars:
             return self._least_fragmenting(pod, eligible, self._fragmentation)
         spread = self._strategy is PlacementStrategy.SPREAD
@@ -102,6 +105,18 @@ class NodeIndex:
             if eligible(name) and self.capacity[name].fits(pod):
                 return name
         return None
+
+    def nominated(self, pod: Pod, eligible: Callable[[str], bool]) -> str | None:
+        """The node in the pod's `status.nominatedNodeName`, if the pod may go there and fits.
+
+        KAI scores that node above every other (its nominatednode plugin), and kai nominates
+        each pod it pipelines: the next cycle then seats a preemptor in the room its victims
+        left, which the cycle that evicted them counted on, not in room later decisions of
+        that cycle made for others."""
+        name = pod.nominated_node
+        if name is None or name not in self.capacity or not eligible(name):
+            return None
+        return name if self.capacity[name].fits(pod) else None
 
     def take(
         self, name: str, pod: Pod, groups: tuple[str, ...] | None = None, alone: bool = False

@@ -538,3 +538,13 @@ def test_pod_group_key_comes_from_the_annotation_in_the_pods_namespace() -> None
     assert annotated_pod_group_key(pod(annotations={"pod-group-name": "pg-1"})) == "team-a/pg-1"
     assert annotated_pod_group_key(pod()) is None
     assert annotated_pod_group_key({"metadata": "broken"}) is None
+
+
+def test_the_node_a_pod_is_nominated_to_is_read_from_its_status() -> None:
+    nominated = parse_pod(pod(status={"nominatedNodeName": "gpu-3"}), "team-a/pg")
+    assert nominated.nominated_node == "gpu-3"
+    assert parse_pod(pod(status={"nominatedNodeName": ""}), "team-a/pg").nominated_node is None
+    assert fields(parse_error(pod(status={"nominatedNodeName": 3}))) == ["status.nominatedNodeName"]
+    # A bound pod keeps the field; it no longer says where the pod is to go.
+    running = pod(spec={"nodeName": "gpu-1"}, status={"phase": "Running", "nominatedNodeName": "x"})
+    assert parse_pod(running, "team-a/pg").nominated_node is None

@@ -215,16 +215,10 @@ def seat_all(
     visited = len(names)
     for pod in sorted(pods, key=size_order):
         eligible = eligible_for(pod)
-        start = 0 if spread else bisect.bisect_left(order, (pod.gpu.whole, ""))
-        found = None
-        for position in range(start, len(order)):
-            visited += 1
-            free, name = order[position]
-            if spread and -free < pod.gpu.whole:
-                break
-            if eligible(name) and _fits(room[name], pod, devices):
-                found = position
-                break
+        found = _nominated_position(order, pod, eligible, room, devices)
+        if found is None:
+            found, looked = _first_fit(order, pod, eligible, room, devices, spread)
+            visited += looked
         if found is None:
             if meter is not None:
                 meter.spend(visited)
@@ -237,6 +231,47 @@ def seat_all(
     if meter is not None:
         meter.spend(visited)
     return seats
+
+
+def _first_fit(
+    order: Sequence[tuple[int, str]],
+    pod: Pod,
+    eligible: Callable[[str], bool],
+    room: Overlay,
+    devices: Callable[[Pod, NodeCapacity], list[str] | None] | None,
+    spread: bool,
+) -> tuple[int | None, int]:
+    """Where in `order` the first node the pod may go to and fits is, and how many nodes
+    were looked at."""
+    start = 0 if spread else bisect.bisect_left(order, (pod.gpu.whole, ""))
+    looked = 0
+    for position in range(start, len(order)):
+        looked += 1
+        free, name = order[position]
+        if spread and -free < pod.gpu.whole:
+            break
+        if eligible(name) and _fits(room[name], pod, devices):
+            return position, looked
+    return None, looked
+
+
+def _nominated_position(
+    order: Sequence[tuple[int, str]],
+    pod: Pod,
+    eligible: Callable[[str], bool],
+    room: Overlay,
+    devices: Callable[[Pod, NodeCapacity], list[str] | None] | None,
+) -> int | None:
+    """Where in `order` the pod's nominated node is, if the pod may go there and fits: it
+    is tried first, as the allocation tries it (`NodeIndex.nominated`), so a preemptor
+    waiting on its victims' room is pipelined there again while they leave."""
+    name = pod.nominated_node
+    if name is None or not eligible(name):
+        return None
+    position = next((i for i, (_, node) in enumerate(order) if node == name), None)
+    if position is None or not _fits(room[name], pod, devices):
+        return None
+    return position
 
 
 def _fits(

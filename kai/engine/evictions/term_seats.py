@@ -125,7 +125,11 @@ def _seat_one(
     """`moving`: a running pod re-placed by consolidation, which takes its own shared
     devices again if it is seated back on its node (`move_victims`)."""
     allowed = affinity.restrict(pod, state.inputs.eligible_for(pod), placed, mates)
-    for tier in affinity.tiers_within(pod, allowed, placed, mates):
+    tiers = affinity.tiers_within(pod, allowed, placed, mates)
+    nominated = pod.nominated_node
+    if nominated is not None:  # KAI's nominated node outranks the terms' scores
+        tiers = [lambda name: name == nominated and allowed(name), *tiers]
+    for tier in tiers:
         found = seat_all(
             [pod],
             room,

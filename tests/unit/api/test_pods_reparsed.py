@@ -60,6 +60,10 @@ def gated(pod: Manifest) -> None:
     pod["spec"]["schedulingGates"] = [{"name": "wait"}]
 
 
+def nominated(pod: Manifest) -> None:
+    pod["status"]["nominatedNodeName"] = "gpu-2"
+
+
 SPECS: dict[str, dict[str, Any]] = {
     "plain": {},
     "affinity": {
@@ -77,6 +81,7 @@ CHANGES: dict[str, tuple[Callable[[Manifest], None], bool]] = {
     "running": (running, False),
     "its requests": (asks_more, False),
     "gated": (gated, False),
+    "nominated": (nominated, False),
 }
 
 
@@ -111,3 +116,13 @@ def test_a_pod_moved_to_another_node_is_parsed_again() -> None:
     after = copy.deepcopy(before)
     after["spec"]["nodeName"] = "gpu-2"
     assert reparsed(before, after, parse_pod(before, GROUP)) is None
+
+
+def test_a_nominated_pod_reparsed_once_bound_is_nominated_no_more() -> None:
+    before = waiting_pod()
+    nominated(before)
+    after = copy.deepcopy(before)
+    bound(after)
+    found = reparsed(before, after, parse_pod(before, GROUP))
+    assert found is not None and found == parse_pod(after, GROUP)
+    assert (found.node, found.nominated_node) == ("gpu-1", None)

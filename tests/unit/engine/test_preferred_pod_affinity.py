@@ -246,3 +246,10 @@ def test_a_topology_constrained_gangs_pods_spread_by_preference_inside_their_rac
     assert sorted(b.node for b in result.bindings) == ["r1a", "r1b"]
     plain = run_cycle(_without_preferences(snap), GREEDY)
     assert len({b.node for b in plain.bindings}) == 1
+
+
+def test_the_node_a_pod_is_nominated_to_outranks_its_preferences() -> None:
+    """KAI's nominatednode score is above kube-scheduler's: nominated to b, it goes to b."""
+    preferring = _with(pod("job-0", "job", 1), prefers=(_term(False, 100, app="cache"),))
+    snap = _cache_on_a(dataclasses.replace(preferring, nominated_node="b"))
+    assert _bound(snap) == {"ns/job-0": "b"}
