@@ -8,8 +8,9 @@ solver off. It counts per run: evictions, and those of pods the run itself start
 evicted more than once; pods placed and taken back before binding, and those taken back
 more than once; what the last three rounds still evict; the GPUs running at the end, and
 how far the leaf queues below their fair share are from it (fewer evictions must not buy
-less fairness); and the reclaim and preempt decisions whose victims the next round bound
-back while their preemptor still waited.
+less fairness); the reclaim and preempt decisions whose preemptor the next round did not
+bind (its victims are gone by then, here), and of those, the ones whose victims the next
+round bound back while their preemptor still waited.
 
     python bench/churn.py --nodes 100 [--rounds 10] [--seed 1] [--time-limit 1.0] [--json]
     python bench/churn.py --all [--json]
@@ -75,7 +76,7 @@ def churn(start: Snapshot, rounds: Sequence[CycleResult], final: Snapshot) -> Do
         started.update(binding.pod for binding in result.bindings)
     evicted = Counter(record.pod for result in rounds for record in result.evictions)
     taken = Counter(record.pod for result in rounds for record in result.taken_back)
-    made = undone = 0
+    made = waited = undone = 0
     for result, after in itertools.pairwise(rounds):
         bound_after = {binding.pod for binding in after.bindings}
         groups_bound_after = {pod.group for pod in start.pods if pod.key in bound_after}
@@ -85,6 +86,7 @@ def churn(start: Snapshot, rounds: Sequence[CycleResult], final: Snapshot) -> Do
             if eviction.action in (Action.RECLAIM, Action.PREEMPT)
         }:
             made += 1
+            waited += preemptor not in groups_bound_after
             undone += victim in groups_bound_after and preemptor not in groups_bound_after
     return {
         "evictions": sum(len(result.evictions) for result in rounds),
@@ -96,6 +98,7 @@ def churn(start: Snapshot, rounds: Sequence[CycleResult], final: Snapshot) -> Do
         "gpusRunningAtEnd": sum(pod.gpu.whole for pod in final.pods if pod.phase is PodPhase.BOUND),
         "gpusShortOfFairShareAtEnd": short_of_fair_share(final),
         "decisions": made,
+        "decisionsWaitingNextRound": waited,
         "decisionsUndoneNextRound": undone,
     }
 
@@ -114,7 +117,8 @@ def short_of_fair_share(snapshot: Snapshot) -> float:
 def format_table(results: Sequence[Document]) -> str:
     header = (
         "nodes  run     evictions  of pods it started  pods evicted 2+  taken back  "
-        "pods taken back 2+  last rounds  GPUs running  short of fair share  undone / decisions"
+        "pods taken back 2+  last rounds  GPUs running  short of fair share  "
+        "waited / undone / decisions"
     )
     lines = [header]
     for result in results:
@@ -127,7 +131,7 @@ def format_table(results: Sequence[Document]) -> str:
                 f"{run['podsEvictedMoreThanOnce']:>15}  {run['takenBack']:>10}  "
                 f"{run['podsTakenBackMoreThanOnce']:>18}  {last:>11}  "
                 f"{run['gpusRunningAtEnd']:>12}  {run['gpusShortOfFairShareAtEnd']:>19}  "
-                f"{run['decisionsUndoneNextRound']:>8} / "
+                f"{run['decisionsWaitingNextRound']:>6} / {run['decisionsUndoneNextRound']} / "
                 f"{run['decisions']}"
             )
     return "\n".join(lines)

@@ -25,6 +25,7 @@ def test_a_reclaim_that_holds_is_counted_as_made_and_not_undone() -> None:
     assert counted["evictions"] == 1 and counted["decisions"] == 1
     assert counted["evictionsOfPodsStartedInTheRun"] == 0  # it ran before the first round
     assert counted["decisionsUndoneNextRound"] == 0 and counted["podsEvictedMoreThanOnce"] == 0
+    assert counted["decisionsWaitingNextRound"] == 0
     assert counted["lastRoundsEvictions"] == [1, 0, 0]
     assert counted["gpusRunningAtEnd"] == 1
     # Both queues deserve 1 GPU: queue1 lacked its GPU at the start, queue0 lacks one at the
@@ -34,4 +35,9 @@ def test_a_reclaim_that_holds_is_counted_as_made_and_not_undone() -> None:
     # Had round 2 bound the victim back instead of its reclaimer, the reclaim was undone.
     back = Binding("ml/queue0-job", "node0", Fraction(2), ())
     rounds = (run.rounds[0], dataclasses.replace(run.rounds[1], bindings=(back,)), run.rounds[2])
-    assert churn(start, rounds, run.final)["decisionsUndoneNextRound"] == 1
+    recounted = churn(start, rounds, run.final)
+    assert (recounted["decisionsWaitingNextRound"], recounted["decisionsUndoneNextRound"]) == (1, 1)
+    # Had it bound neither, the reclaimer waited, and nothing was bound back.
+    rounds = (run.rounds[0], dataclasses.replace(run.rounds[1], bindings=()), run.rounds[2])
+    recounted = churn(start, rounds, run.final)
+    assert (recounted["decisionsWaitingNextRound"], recounted["decisionsUndoneNextRound"]) == (1, 0)
