@@ -109,10 +109,10 @@ class NodeIndex:
     def nominated(self, pod: Pod, eligible: Callable[[str], bool]) -> str | None:
         """The node in the pod's `status.nominatedNodeName`, if the pod may go there and fits.
 
-        KAI scores that node above every other (its nominatednode plugin), and kai nominates
-        each pod it pipelines: the next cycle then seats a preemptor in the room its victims
-        left, which the cycle that evicted them counted on, not in room later decisions of
-        that cycle made for others."""
+        KAI scores that node above every other (its nominatednode plugin): a pod nominated
+        by another scheduler, or by a tool, goes there first, as under KAI. kai writes no
+        nomination yet (docs/benchmarks.md: nominating pipelined pods without holding
+        their room made the rounds after it churn more)."""
         name = pod.nominated_node
         if name is None or name not in self.capacity or not eligible(name):
             return None

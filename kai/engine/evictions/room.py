@@ -263,8 +263,7 @@ def _nominated_position(
     devices: Callable[[Pod, NodeCapacity], list[str] | None] | None,
 ) -> int | None:
     """Where in `order` the pod's nominated node is, if the pod may go there and fits: it
-    is tried first, as the allocation tries it (`NodeIndex.nominated`), so a preemptor
-    waiting on its victims' room is pipelined there again while they leave."""
+    is tried first, as the allocation tries it (`NodeIndex.nominated`)."""
     name = pod.nominated_node
     if name is None or not eligible(name):
         return None
