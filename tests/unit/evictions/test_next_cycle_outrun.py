@@ -11,13 +11,16 @@ this rule evicts 2, with the queues below their fair share closer to it at the e
 
 from __future__ import annotations
 
+import pytest
+
 from kai.engine.cycle import run_cycle
 from kai.engine.evictions.budget import SearchBudget
 from kai.engine.evictions.decisions import Action
 from kai.engine.evictions.greedy_search import greedy_search
 from kai.engine.evictions.next_cycle import NextCycle, next_cycle
 from kai.engine.evictions.rules import victim_options
-from kai.engine.model import EngineConfig, Snapshot
+from kai.engine.model import EngineConfig, Placement, Snapshot
+from kai.simulate.rounds import apply
 from tests.unit.engine.builders import group, node, pod, queue, snapshot
 from tests.unit.evictions.helpers import eviction_state, preemptor
 
@@ -59,3 +62,44 @@ def test_no_pod_is_evicted_for_a_reclaimer_the_next_cycle_would_not_place() -> N
     # Its PodGroup says what reclaim could do and why it did not.
     assert "reclaim could free room by evicting 1 pod(s) of ns/borrowed" in small.message
     assert "the next cycle would place ns/big, ahead of it in KAI's order" in small.message
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the next cycle places a gang an earlier decision pipelined afresh: p takes r's "
+    "room (docs/benchmarks.md, nominating pipelined pods, measured and not landed)",
+)
+def test_a_preemptor_is_not_drawn_off_the_room_its_victims_left() -> None:
+    """r (queue qa) may run on n1 alone and reclaims v1 there; p (queue qb, first in the
+    queue order) then preempts v2, a 2-GPU pod of its queue, on n2, as r's seat holds n1's
+    room. Once v1 has left, n1 (where y stays) is the fuller node, and the next cycle
+    placed p there by bin-packing: r found no room, and v2 was bound back on n2."""
+    host = "kubernetes.io/hostname"
+    nodes = [node(n, gpus=2, labels={host: n}) for n in ("n1", "n2")]
+    pods = [
+        pod("v1-0", "v1", 1, node_name="n1"),
+        pod("y-0", "y", 1, node_name="n1"),
+        pod("v2-0", "v2", 2, node_name="n2"),
+        pod("r-0", "r", 1, placement=Placement(node_selector=((host, "n1"),))),
+        pod("p-0", "p", 1),
+    ]
+    groups = [
+        group("v1", "qc"),
+        group("y", "qd"),
+        group("v2", "qb", priority=10),
+        group("r", "qa"),
+        group("p", "qb", priority=100),
+    ]
+    queues = [
+        queue("qa", gpu_quota=1),
+        queue("qb", gpu_quota=2, priority=200),
+        queue("qc", gpu_quota=0),
+        queue("qd", gpu_quota=1),
+    ]
+    snap = snapshot(nodes, pods, groups, queues)
+    first = run_cycle(snap, EngineConfig(time_limit_seconds=0))
+    assert sorted(e.pod for e in first.evictions) == ["ns/v1-0", "ns/v2-0"]
+    second = run_cycle(apply(snap, first), EngineConfig(time_limit_seconds=0))
+    bound = {b.pod: b.node for b in second.bindings}
+    assert (bound.get("ns/r-0"), bound.get("ns/p-0")) == ("n1", "n2")
+    assert "ns/v2-0" not in bound
