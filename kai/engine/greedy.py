@@ -363,9 +363,10 @@ def _find_preferred(
     KAI adds kube-scheduler's InterPodAffinity score to a node's order a million times
     over (`plugins/podaffinity`, `scores.K8sPlugins`), above every score but a nominated
     node's, so the packing order only breaks ties between nodes scored alike."""
-    nominated = index.nominated(pod, eligible)
-    if nominated is not None:
-        return nominated
+    if pod.nominated_node is not None:
+        nominated = index.nominated(pod, eligible)
+        if nominated is not None:
+            return nominated
     for allowed in _preferred(pod, eligible, pod_affinity, outcome, placed):
         node = index.find(pod, allowed, alone)
         if node is not None:

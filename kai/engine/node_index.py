@@ -90,9 +90,10 @@ class NodeIndex:
         gpusharingorder); spreading ranks nodes by free GPUs first, as KAI's spread score
         outweighs the sharing one, and a node with room on a shared device counts.
         """
-        nominated = self.nominated(pod, eligible)
-        if nominated is not None:
-            return nominated
+        if pod.nominated_node is not None:  # rare: the attribute spares most calls a call
+            nominated = self.nominated(pod, eligible)
+            if nominated is not None:
+                return nominated
         if alone and self._fragmentation is not None and not pod.scalars:
             return self._least_fragmenting(pod, eligible, self._fragmentation)
         spread = self._strategy is PlacementStrategy.SPREAD

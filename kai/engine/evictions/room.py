@@ -215,7 +215,9 @@ def seat_all(
     visited = len(names)
     for pod in sorted(pods, key=size_order):
         eligible = eligible_for(pod)
-        found = _nominated_position(order, pod, eligible, room, devices)
+        found = None
+        if pod.nominated_node is not None:
+            found = _nominated_position(order, pod, eligible, room, devices)
         if found is None:
             found, looked = _first_fit(order, pod, eligible, room, devices, spread)
             visited += looked
